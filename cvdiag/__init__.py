@@ -1,0 +1,1 @@
+"""cvdiag: explainable failures for ASGI agent backends."""

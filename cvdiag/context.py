@@ -1,0 +1,120 @@
+"""The per-request context, carried by contextvars.
+
+One ContextVar per concern (structlog's PR #302 explains why a dict-in-a-var leaks):
+the immutable identity of the request, and the mutable counters owned by it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .ids import normalize_test_id, sanitize_slug
+from .schema import DEFAULT_DEMO, DEMO_MAX_CHARS
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who a request is: the join key and where it runs.
+
+    ``forward`` holds allow-listed inbound headers (x-diag-run-id, x-diag-hops,
+    x-aimock-strict) to pass on to outbound calls; the id and slug are forwarded too.
+    """
+
+    test_id: str
+    trace_id: str
+    slug: str
+    demo: str = DEFAULT_DEMO
+    forward: Mapping[str, str] = field(default=_EMPTY)
+
+
+class RequestCounters:
+    """Mutable per-request state: sequence numbers per boundary. Owned by one context."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self) -> None:
+        self._seq: dict[str, int] = {}
+
+    def next_sequence(self, boundary: str) -> int:
+        n = self._seq.get(boundary, 0)
+        self._seq[boundary] = n + 1
+        return n
+
+
+_current: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("cvdiag_request", default=None)
+_counters: contextvars.ContextVar[RequestCounters | None] = contextvars.ContextVar("cvdiag_counters", default=None)
+
+#: The slug an application configured (middleware ``slug=`` or ``configure``); see ``resolve_slug``.
+_default_slug: list[str | None] = [None]
+
+
+def current_context() -> RequestContext | None:
+    """The bound request context, or None outside any."""
+    return _current.get()
+
+
+def current_counters() -> RequestCounters | None:
+    return _counters.get()
+
+
+def set_default_slug(slug: str | None) -> None:
+    _default_slug[0] = sanitize_slug(slug) if slug else None
+
+
+def resolve_slug(*candidates: str | bytes | None) -> str:
+    """The first candidate that sanitizes to a valid slug, else the configured one, else ``unknown``."""
+    for candidate in candidates:
+        slug = sanitize_slug(candidate)
+        if slug:
+            return slug
+    return _default_slug[0] or "unknown"
+
+
+def new_context(
+    *, test_id: str | bytes | None = None, slug: str | bytes | None = None, demo: str = DEFAULT_DEMO,
+    forward: Mapping[str, str] | None = None,
+) -> RequestContext:
+    """A context whose id is adopted from ``test_id`` or minted (spec section 5)."""
+    tid = normalize_test_id(test_id)
+    return RequestContext(
+        test_id=tid,
+        trace_id=tid,
+        slug=resolve_slug(slug),
+        demo=(demo or DEFAULT_DEMO)[:DEMO_MAX_CHARS],
+        forward=MappingProxyType(dict(forward)) if forward else _EMPTY,
+    )
+
+
+def bind(ctx: RequestContext) -> tuple[contextvars.Token, contextvars.Token]:
+    """Bind ``ctx`` with fresh counters; give the tokens to ``unbind``."""
+    return _current.set(ctx), _counters.set(RequestCounters())
+
+
+def unbind(tokens: tuple[contextvars.Token, contextvars.Token]) -> None:
+    """Reset a ``bind``. A reset from another context (a task or thread that copied
+    this one) raises ValueError in contextvars; there the binding dies with that
+    context anyway, so it is ignored rather than raised into the application."""
+    for var, token in zip((_current, _counters), tokens, strict=True):
+        try:
+            var.reset(token)
+        except (ValueError, RuntimeError):
+            pass
+
+
+@contextmanager
+def request_context(
+    *, test_id: str | None = None, slug: str | None = None, demo: str = DEFAULT_DEMO
+) -> Iterator[RequestContext]:
+    """Bind a context outside HTTP (workers, scripts, tests) for the ``with`` block."""
+    ctx = new_context(test_id=test_id, slug=slug, demo=demo)
+    tokens = bind(ctx)
+    try:
+        yield ctx
+    finally:
+        unbind(tokens)

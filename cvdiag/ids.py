@@ -1,0 +1,68 @@
+"""Test ids, span ids, slugs and demos by the rules of spec section 5.
+
+Shared by the emit side (adopting inbound ids) and the read side (matching them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import uuid6
+
+from .schema import DEFAULT_DEMO, DEMO_MAX_CHARS, SLUG_RE, TEST_ID_MAX_CHARS, UUID7_RE
+
+_NOT_TEST_ID_CHARS = re.compile(r"[^a-z0-9._-]+")
+_NOT_SLUG_CHARS = re.compile(r"[^a-z0-9-]+")
+# Sanitizing never needs more than this much input: it keeps at most 128 characters,
+# and bounding the input first keeps a hostile megabyte header from costing anything.
+_RAW_SCAN_LIMIT = 4096
+
+
+def new_test_id() -> str:
+    """A fresh lowercase, hyphenated UUIDv7 (48-bit Unix ms, RFC 9562 variant)."""
+    return str(uuid6.uuid7())
+
+
+def new_span_id() -> str:
+    """Eight random bytes in lowercase hex."""
+    return os.urandom(8).hex()
+
+
+def sanitize_test_id(raw: str | bytes | None) -> str | None:
+    """The adopted form of an inbound id, or None when nothing usable is left."""
+    if raw is None:
+        return None
+    if isinstance(raw, bytes):
+        raw = raw[:_RAW_SCAN_LIMIT].decode("latin-1")
+    value = raw[:_RAW_SCAN_LIMIT].strip().lower()
+    if UUID7_RE.match(value):
+        return value
+    value = _NOT_TEST_ID_CHARS.sub("", value)[:TEST_ID_MAX_CHARS]
+    return value or None
+
+
+def normalize_test_id(raw: str | bytes | None) -> str:
+    """Adopt ``raw`` by the spec's sanitizer, or mint a UUIDv7 when nothing is left."""
+    return sanitize_test_id(raw) or new_test_id()
+
+
+def sanitize_slug(raw: str | bytes | None) -> str | None:
+    """A valid slug from a header value, or None if it cannot become one."""
+    if raw is None:
+        return None
+    if isinstance(raw, bytes):
+        raw = raw[:_RAW_SCAN_LIMIT].decode("latin-1")
+    value = _NOT_SLUG_CHARS.sub("", raw[:_RAW_SCAN_LIMIT].strip().lower())
+    if not value:
+        return None
+    if not value[0].isalpha():
+        value = "x" + value
+    value = value[:64]
+    return value if SLUG_RE.match(value) else None
+
+
+def demo_from_path(path: str) -> str:
+    """The first path segment, or ``default`` for ``/``."""
+    segment = path.lstrip("/").split("/", 1)[0]
+    return segment[:DEMO_MAX_CHARS] if segment else DEFAULT_DEMO
