@@ -30,7 +30,7 @@ class RequestContext:
     trace_id: str
     slug: str
     demo: str = DEFAULT_DEMO
-    forward: Mapping[str, str] = field(default=_EMPTY)
+    forward: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
 
 class RequestCounters:

@@ -1,0 +1,292 @@
+"""The ASGI middleware: ingress, first byte, SSE events and exactly one terminal.
+
+A pure ASGI middleware in the style of Starlette's ``gzip.py``: everything about one
+request lives in locals of ``__call__`` and its ``send``/``receive`` wrappers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import config
+from .context import RequestContext, bind, resolve_slug, unbind
+from .emitter import NO_EDGE_HEADERS, active_tier, emit_edge, next_sequence
+from .errors import error_metadata
+from .ids import demo_from_path, new_test_id, sanitize_test_id
+from .schema import EDGE_HEADER_MAX_CHARS, EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
+
+_EDGE = frozenset(h.encode() for h in EDGE_HEADERS)
+_FORWARD = tuple(h.encode() for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HEADER, SLUG_HEADER))
+_CONTENT_LENGTH = b"content-length"
+_CONTENT_TYPE = b"content-type"
+_EVENT_STREAM = b"text/event-stream"
+
+
+def _header_text(raw: bytes) -> str:
+    value = raw.decode("latin-1")
+    if len(value) > EDGE_HEADER_MAX_CHARS:
+        return value[: EDGE_HEADER_MAX_CHARS - 1] + "…"
+    return value
+
+
+def _edge_headers(found: Mapping[bytes, bytes]) -> Mapping[str, str | None]:
+    """Exactly the 9 edge keys; the NO_EDGE_HEADERS constant when none was sent."""
+    if not any(name in found for name in _EDGE):
+        return NO_EDGE_HEADERS
+    return {name: (_header_text(found[key]) if (key := name.encode()) in found else None) for name in EDGE_HEADERS}
+
+
+def _pick(headers: Iterable[tuple[bytes, bytes]], wanted: frozenset[bytes]) -> dict[bytes, bytes]:
+    """One pass over raw headers keeping the first value of each wanted name.
+
+    Cheaper than Starlette's ``Headers.get`` per name, which rescans the list each time.
+    """
+    found: dict[bytes, bytes] = {}
+    for key, value in headers:
+        key = key.lower()
+        if key in wanted and key not in found:
+            found[key] = value
+    return found
+
+
+def _content_length(raw: bytes | None) -> int | None:
+    if raw is None or not raw.strip().isdigit() or len(raw) > 19:
+        return None
+    return int(raw)
+
+
+def _event_type(chunk: bytes) -> str:
+    """The SSE event name of the first event in ``chunk``; ``message`` when unnamed."""
+    for line in chunk.split(b"\n", 16)[:16]:
+        line = line.rstrip(b"\r")
+        if not line:
+            break
+        if line.startswith(b"event:"):
+            name = line[6:].strip().decode("utf-8", "replace")
+            return name[:64] or "message"
+    return "message"
+
+
+def _ms(start_ns: int) -> int:
+    return (time.monotonic_ns() - start_ns) // 1_000_000
+
+
+class CvdiagMiddleware:
+    """Writes the backend boundaries of every HTTP request (spec sections 3 and 8).
+
+    Use as ``app.add_middleware(CvdiagMiddleware, slug="my-service")`` or wrap an app:
+    ``app = CvdiagMiddleware(app, slug="my-service")``. Other scopes pass through, and so
+    does everything while cvdiag is disabled.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        slug: str | None = None,
+        test_id_header: str = TEST_ID_HEADER,
+        slug_header: str = SLUG_HEADER,
+        echo_test_id: bool = True,
+        exclude_paths: Iterable[str] = (),
+    ) -> None:
+        self.app = app
+        self.slug = slug
+        self.test_id_header = test_id_header.lower().encode("latin-1")
+        self.slug_header = slug_header.lower().encode("latin-1")
+        self.echo_test_id = echo_test_id
+        self.exclude_paths = frozenset(p.rstrip("/") or "/" for p in exclude_paths)
+        self._wanted = frozenset({self.test_id_header, self.slug_header, _CONTENT_LENGTH, *_FORWARD, *_EDGE})
+
+    def _excluded(self, path: str) -> bool:
+        if not self.exclude_paths:
+            return False
+        path = path.rstrip("/") or "/"
+        return path in self.exclude_paths or any(path.startswith(p + "/") for p in self.exclude_paths if p != "/")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not config.get_settings().enabled or self._excluded(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+
+        start_ns = time.monotonic_ns()
+        found = _pick(scope.get("headers") or (), self._wanted)
+        adopted = sanitize_test_id(found.get(self.test_id_header))
+        test_id = adopted or new_test_id()
+        ctx = RequestContext(
+            test_id=test_id,
+            trace_id=test_id,
+            slug=resolve_slug(found.get(self.slug_header), self.slug),
+            demo=demo_from_path(scope.get("path", "/")),
+            forward={k.decode(): v.decode("latin-1")[:256] for k in _FORWARD if (v := found.get(k)) is not None},
+        )
+        tokens = bind(ctx)
+        if active_tier(ctx.slug) is not Tier.DEFAULT:
+            emit_edge(
+                "backend.request.ingress",
+                {
+                    "method": scope.get("method"),
+                    "path": scope.get("path"),
+                    "content_length": _content_length(found.get(_CONTENT_LENGTH)),
+                    "inbound_test_id_adopted": adopted is not None,
+                },
+                outcome="info",
+                duration_ms=None,
+                edge_headers=_edge_headers(found),
+            )
+
+        echo = (self.test_id_header.decode("latin-1"), test_id) if self.echo_test_id else None
+        status = 0
+        declared_length: int | None = None
+        is_sse = False
+        response_edge: Mapping[str, str | None] = NO_EDGE_HEADERS
+        started = finished = first_byte = disconnected = False
+        bytes_sent = sse_events = 0
+
+        async def receive_wrapper() -> Message:
+            nonlocal disconnected
+            message = await receive()
+            if message["type"] == "http.disconnect" and not finished:
+                disconnected = True
+            return message
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status, declared_length, is_sse, response_edge, started, finished, first_byte
+            nonlocal disconnected, bytes_sent, sse_events
+            kind = message["type"]
+            body = b""
+            if kind == "http.response.start":
+                status = message.get("status", 0)
+                headers = list(message.get("headers") or ())
+                picked = _pick(headers, _EDGE | {_CONTENT_LENGTH, _CONTENT_TYPE, self.test_id_header})
+                declared_length = _content_length(picked.get(_CONTENT_LENGTH))
+                is_sse = picked.get(_CONTENT_TYPE, b"").startswith(_EVENT_STREAM)
+                response_edge = _edge_headers(picked)
+                if echo is not None and self.test_id_header not in picked:
+                    headers.append((self.test_id_header, echo[1].encode()))
+                    message = {**message, "headers": headers}
+            elif kind == "http.response.body":
+                body = message.get("body", b"")
+                if body and not first_byte:
+                    first_byte = True
+                    emit_edge(
+                        "backend.sse.first_byte",
+                        {"delta_ms_from_ingress": _ms(start_ns)},
+                        outcome="ok",
+                        duration_ms=None,
+                        edge_headers=response_edge,
+                    )
+                if body and active_tier(ctx.slug) is Tier.DEBUG:
+                    emit_edge(
+                        "backend.sse.event",
+                        {
+                            "event_type": _event_type(body) if is_sse else "chunk",
+                            "payload_size_bytes": len(body),
+                            "sequence_num": next_sequence("backend.sse.event"),
+                        },
+                        outcome="info",
+                        duration_ms=None,
+                        edge_headers=None,
+                    )
+            try:
+                await send(message)
+            except OSError:  # ASGI spec 2.4 servers: the client is gone
+                disconnected = True
+                raise
+            if kind == "http.response.start":
+                started = True
+            elif kind == "http.response.body":
+                bytes_sent += len(body)
+                if body and is_sse:
+                    sse_events += 1
+                if not message.get("more_body", False):
+                    finished = True
+
+        error: BaseException | None = None
+        try:
+            await self.app(scope, receive_wrapper, send_wrapper)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            try:
+                self._terminal(
+                    error,
+                    start_ns=start_ns,
+                    status=status,
+                    length=declared_length if declared_length is not None else bytes_sent,
+                    bytes_sent=bytes_sent,
+                    sse_events=sse_events,
+                    started=started,
+                    finished=finished,
+                    disconnected=disconnected,
+                    edge=response_edge,
+                )
+            finally:
+                unbind(tokens)
+
+    @staticmethod
+    def _terminal(
+        error: BaseException | None,
+        *,
+        start_ns: int,
+        status: int,
+        length: int,
+        bytes_sent: int,
+        sse_events: int,
+        started: bool,
+        finished: bool,
+        disconnected: bool,
+        edge: Mapping[str, str | None],
+    ) -> None:
+        """Exactly one terminal envelope (spec section 8), then error.caught if an
+        exception must be explained."""
+        elapsed = _ms(start_ns)
+        cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
+        gone = disconnected or isinstance(error, ClientDisconnect | OSError)
+        explain = error is not None and not cancelled and not gone and isinstance(error, Exception)
+        if finished:
+            emit_edge(
+                "backend.response.complete",
+                {
+                    "http_status": status,
+                    "content_length": length,
+                    "total_duration_ms": elapsed,
+                    "sse_event_count": sse_events,
+                },
+                outcome="ok" if status < 500 else "err",
+                duration_ms=elapsed,
+                edge_headers=edge,
+            )
+        elif explain and not started:
+            _emit_error(error, elapsed)
+            return
+        else:
+            if cancelled:
+                kind = "timeout"
+            elif gone:
+                kind = "rst"
+            elif error is not None:
+                kind = "chunk_error"
+            else:
+                kind = "fin_premature"
+            emit_edge(
+                "backend.sse.aborted",
+                {"termination_kind": kind, "bytes_before_abort": bytes_sent},
+                outcome="err",
+                duration_ms=elapsed,
+                edge_headers=edge,
+            )
+        if explain:
+            _emit_error(error, elapsed)
+
+
+def _emit_error(error: BaseException | None, elapsed: int) -> None:
+    if error is None:
+        return
+    emit_edge("backend.error.caught", error_metadata(error), outcome="err", duration_ms=elapsed, edge_headers=None)
+

@@ -1,0 +1,99 @@
+"""Render an envelope within its byte cap by the shrink ladder of spec section 7.
+
+Runs after scrubbing, so a cut can never expose part of a secret. Ids, slug, enums
+and numbers are never altered; ``_truncated`` is set only when something changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from .schema import EDGE_HEADERS
+
+TRUNCATED_OBJECT = "[truncated]"
+_DEMO_CLAMP = 32
+_EDGE_CLAMP = 16
+
+
+def _cut(value: str, keep: int, limit: int) -> str:
+    return value[:keep] + "..." if len(value) > limit else value
+
+
+def _cut_metadata(limit: int, keep: int, flatten: bool) -> Callable[[dict[str, Any]], bool]:
+    def step(envelope: dict[str, Any]) -> bool:
+        metadata = envelope["metadata"]
+        changed = False
+        for key, value in metadata.items():
+            if isinstance(value, str):
+                new: Any = _cut(value, keep, limit)
+            elif flatten and isinstance(value, dict | list | tuple):
+                new = TRUNCATED_OBJECT
+            else:
+                continue
+            if new != value:
+                metadata[key] = new
+                changed = True
+        return changed
+
+    return step
+
+
+def _empty_metadata(envelope: dict[str, Any]) -> bool:
+    if not envelope["metadata"]:
+        return False
+    envelope["metadata"] = {}
+    return True
+
+
+def _clamp_demo(envelope: dict[str, Any]) -> bool:
+    demo = envelope["demo"]
+    if len(demo) <= _DEMO_CLAMP:
+        return False
+    envelope["demo"] = demo[:_DEMO_CLAMP]
+    return True
+
+
+def _clamp_edge_headers(envelope: dict[str, Any], cap: int) -> bool:
+    """Clamp header values longest first, re-measuring after each, until it fits."""
+    edge = dict(envelope["edge_headers"])
+    envelope["edge_headers"] = edge
+    changed = False
+    for key in sorted(EDGE_HEADERS, key=lambda k: -len(edge.get(k) or "")):
+        value = edge.get(key)
+        if value is None or len(value) <= _EDGE_CLAMP:
+            break
+        edge[key] = _cut(value, _EDGE_CLAMP - 3, _EDGE_CLAMP)
+        changed = True
+        if len(orjson.dumps(envelope)) <= cap:
+            break
+    return changed
+
+
+_LADDER: tuple[Callable[[dict[str, Any]], bool], ...] = (
+    _cut_metadata(64, 61, flatten=True),
+    _cut_metadata(8, 5, flatten=False),
+    _empty_metadata,
+    _clamp_demo,
+)
+
+
+def render_capped(envelope: dict[str, Any], cap: int) -> bytes:
+    """The envelope's JSON, shrunk step by step until it is at most ``cap`` bytes.
+
+    May modify ``envelope`` (its metadata and demo; edge headers are copied first).
+    """
+    line = orjson.dumps(envelope)
+    if len(line) <= cap:
+        return line
+    envelope["_truncated"] = True
+    envelope["metadata"] = dict(envelope["metadata"])
+    for step in _LADDER:
+        if step(envelope):
+            line = orjson.dumps(envelope)
+            if len(line) <= cap:
+                return line
+    _clamp_edge_headers(envelope, cap)
+    return orjson.dumps(envelope)

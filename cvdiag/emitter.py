@@ -1,0 +1,348 @@
+"""The emission path: gate, build, drop unknown metadata, scrub, cap, render, enqueue.
+
+The steps after the gate are structlog processors run by a private bound logger (the
+host's structlog configuration is never touched); the wrapped "logger" is the queue.
+Nothing starts (no thread) until the first envelope is emitted while enabled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from . import config
+from .caps import render_capped
+from .context import current_context, current_counters, resolve_slug
+from .ids import new_span_id, new_test_id
+from .schema import ACCOUNTING_SLUG, EDGE_HEADERS, ENVELOPE_CAP_BYTES, OUTCOMES, SCHEMA_VERSION, Boundary, Tier, lookup
+from .scrub import scrub, scrub_tree
+from .sinks import FileSink, Sink, StdoutSink
+from .writer import Writer
+
+log = logging.getLogger("cvdiag")
+
+NO_EDGE_HEADERS: Mapping[str, str | None] = {k: None for k in EDGE_HEADERS}
+
+
+class CvdiagError(RuntimeError):
+    """An internal cvdiag failure, raised only in strict mode."""
+
+
+class Counters:
+    """What cvdiag noticed and handled instead of raising; see ``cvdiag.stats()``."""
+
+    __slots__ = (
+        "emitted",
+        "internal_errors",
+        "metadata_dropped",
+        "sink_errors",
+        "truncated",
+        "unknown_boundaries",
+    )
+
+    def __init__(self) -> None:
+        self.emitted = 0
+        self.internal_errors = 0
+        self.metadata_dropped = 0
+        self.sink_errors = 0
+        self.truncated = 0
+        self.unknown_boundaries = 0
+
+
+counters = Counters()
+_warned_unknown: set[str] = set()
+_reported_drops: set[tuple[str, str]] = set()
+_pending_error: list[BaseException] = []
+_extra_sinks: list[Sink] = []
+_stdout_sink = StdoutSink()
+_file_sinks: dict[str, FileSink] = {}
+_process_test_id: list[str] = []
+
+
+def _active_sinks() -> list[Sink]:
+    s = config.get_settings()
+    sinks: list[Sink] = []
+    if s.stdout:
+        sinks.append(_stdout_sink)
+    if s.file:
+        sink = _file_sinks.get(s.file)
+        if sink is None:
+            sink = _file_sinks[s.file] = FileSink(s.file)
+        sinks.append(sink)
+    sinks.extend(_extra_sinks)
+    return sinks
+
+
+def _on_sink_error(exc: BaseException) -> None:
+    counters.sink_errors += 1
+    if config.get_settings().strict:
+        _pending_error.append(exc)
+
+
+_writer = Writer(_active_sinks, _on_sink_error, on_idle=lambda: _report_drops())
+
+
+def add_sink(sink: Sink) -> None:
+    """Attach an extra sink on top of the configured stdout and file sinks."""
+    if sink not in _extra_sinks:
+        _extra_sinks.append(sink)
+
+
+def remove_sink(sink: Sink) -> None:
+    if sink in _extra_sinks:
+        _extra_sinks.remove(sink)
+
+
+def flush(timeout: float = 5.0) -> bool:
+    """Block until everything emitted so far is written; False if ``timeout`` ran out."""
+    _report_drops()
+    done = _writer.flush(timeout)
+    _raise_pending()
+    return done
+
+
+def stats() -> dict[str, int]:
+    """Counts of what was emitted, dropped, truncated or failed, for this process."""
+    return {
+        "emitted": counters.emitted,
+        "written": _writer.written,
+        "queue_dropped": _writer.dropped,
+        "sink_errors": counters.sink_errors,
+        "internal_errors": counters.internal_errors,
+        "unknown_boundaries": counters.unknown_boundaries,
+        "metadata_dropped": counters.metadata_dropped,
+        "truncated": counters.truncated,
+    }
+
+
+def _raise_pending() -> None:
+    if _pending_error:
+        exc = _pending_error.pop(0)
+        _pending_error.clear()
+        raise CvdiagError(f"cvdiag sink failed: {type(exc).__name__}: {exc}") from exc
+
+
+# --- timestamps -------------------------------------------------------------------
+
+_second_cache: list[Any] = [-1, ""]
+
+
+def utc_timestamp(now_ns: int) -> str:
+    """ISO 8601 UTC with milliseconds and ``Z``; the date part is cached per second."""
+    seconds, rest = divmod(now_ns, 1_000_000_000)
+    if _second_cache[0] != seconds:
+        _second_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _second_cache[0] = seconds
+    return f"{_second_cache[1]}.{rest // 1_000_000:03d}Z"
+
+
+# --- processors (structlog signature: logger, method_name, event_dict) -------------
+
+
+def drop_unknown_metadata(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Remove metadata keys the boundary does not declare (spec section 2, fix)."""
+    boundary: Boundary = event["_boundary"]
+    metadata = event["metadata"]
+    if boundary.metadata is None or not metadata:
+        return event
+    unknown = [k for k in metadata if k not in boundary.metadata]
+    if unknown:
+        event["metadata"] = {k: v for k, v in metadata.items() if k in boundary.metadata}
+        event["_metadata_dropped"] = True
+        counters.metadata_dropped += 1
+        new = sorted(str(k) for k in unknown if (boundary.name, str(k)) not in _reported_drops)
+        if new:
+            _reported_drops.update((boundary.name, k) for k in new)
+            event["_report_drop"] = new
+    return event
+
+
+def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Scrub every string leaf of metadata, and edge header values (spec section 7)."""
+    if event["metadata"]:
+        event["metadata"] = scrub_tree(event["metadata"])
+    edge = event["edge_headers"]
+    if edge is not NO_EDGE_HEADERS:
+        event["edge_headers"] = {k: (None if v is None else scrub(v)) for k, v in edge.items()}
+    return event
+
+
+def render_within_cap(_logger: Any, _name: str, event: dict[str, Any]) -> bytes:
+    """Render with orjson inside the tier's byte cap (spec section 7 ladder)."""
+    event.pop("_boundary")
+    cap = event.pop("_cap")
+    report = event.pop("_report_drop", None)
+    line = render_capped(event, cap)
+    if event["_truncated"]:
+        counters.truncated += 1
+    if report:
+        emit("cvdiag.metadata_dropped", {"boundary": event["boundary"], "keys": report})
+    return line
+
+
+class _QueueLogger:
+    """The 'logger' at the end of the pipeline: hands the rendered line to the writer."""
+
+    def envelope(self, line: bytes) -> None:
+        _writer.put(line, config.get_settings().queue_size)
+        counters.emitted += 1
+
+
+class _EnvelopeLogger(structlog.BoundLoggerBase):
+    def envelope(self, **event: Any) -> None:
+        self._proxy_to_logger("envelope", None, **event)
+
+
+PROCESSORS = [drop_unknown_metadata, scrub_values, render_within_cap]
+_pipeline = _EnvelopeLogger(_QueueLogger(), PROCESSORS, {})
+
+
+# --- the gate and the call --------------------------------------------------------
+
+
+def _unknown(name: str, strict: bool) -> None:
+    counters.unknown_boundaries += 1
+    if strict:
+        raise CvdiagError(f"cvdiag: unregistered boundary {name!r}")
+    if name not in _warned_unknown and len(_warned_unknown) < 1000:
+        _warned_unknown.add(name)
+        log.warning("cvdiag: unregistered boundary %r was not emitted (register_boundary() it first)", str(name)[:128])
+
+
+def active_tier(slug: str | None = None) -> Tier | None:
+    """The tier in force for ``slug`` (the current context's by default), None when off."""
+    s = config.get_settings()
+    if not s.enabled:
+        return None
+    if slug is None:
+        ctx = current_context()
+        slug = ctx.slug if ctx is not None else resolve_slug()
+    return s.tier_for(slug)
+
+
+def emit(
+    boundary: str,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    outcome: str | None = None,
+    duration_ms: int | None = None,
+) -> None:
+    """Write one envelope if cvdiag is enabled and the tier allows ``boundary``.
+
+    Never raises into the caller (except in strict mode) and never blocks.
+    """
+    emit_edge(boundary, metadata, outcome=outcome, duration_ms=duration_ms, edge_headers=None)
+
+
+def emit_edge(
+    boundary: str,
+    metadata: Mapping[str, Any] | None,
+    *,
+    outcome: str | None,
+    duration_ms: int | None,
+    edge_headers: Mapping[str, str | None] | None,
+) -> None:
+    """``emit`` with edge headers: a mapping of exactly the 9 keys of spec section 6."""
+    settings = config.get_settings()
+    if not settings.enabled:
+        return
+    try:
+        _emit(settings, boundary, metadata, outcome, duration_ms, edge_headers)
+    except Exception:
+        counters.internal_errors += 1
+        if settings.strict:
+            raise
+
+
+def _emit(
+    settings: config.Settings,
+    name: str,
+    metadata: Mapping[str, Any] | None,
+    outcome: str | None,
+    duration_ms: int | None,
+    edge_headers: Mapping[str, str | None] | None,
+) -> None:
+    if _pending_error and settings.strict:
+        _raise_pending()
+    boundary = lookup(name)
+    if boundary is None:
+        _unknown(name, settings.strict)
+        return
+    ctx = current_context()
+    accounting = boundary.metadata is None
+    if accounting:
+        slug = ACCOUNTING_SLUG
+    else:
+        slug = ctx.slug if ctx is not None else resolve_slug()
+        tier = settings.tier_for(slug)
+        if boundary.tier > tier:
+            return
+        if tier is Tier.DEBUG:
+            config.count_debug_envelope()
+    if ctx is not None:
+        test_id, trace_id, demo = ctx.test_id, ctx.trace_id, ctx.demo
+    elif accounting:
+        if not _process_test_id:
+            _process_test_id.append(new_test_id())
+        test_id = trace_id = _process_test_id[0]
+        demo = "default"
+    else:
+        test_id = trace_id = new_test_id()
+        demo = "default"
+    if outcome not in OUTCOMES:
+        outcome = "info"
+    now = time.time_ns()
+    _pipeline.envelope(
+        schema_version=SCHEMA_VERSION,
+        test_id=test_id,
+        trace_id=trace_id,
+        span_id=new_span_id(),
+        parent_span_id=None,
+        layer=boundary.layer,
+        boundary=name,
+        slug=slug,
+        demo=demo,
+        ts=utc_timestamp(now),
+        mono_ns=time.monotonic_ns(),
+        duration_ms=duration_ms if isinstance(duration_ms, int) and not isinstance(duration_ms, bool) else None,
+        outcome=outcome,
+        edge_headers=edge_headers if edge_headers is not None else NO_EDGE_HEADERS,
+        metadata=dict(metadata) if metadata else {},
+        _metadata_dropped=False,
+        _truncated=False,
+        _boundary=boundary,
+        _cap=ENVELOPE_CAP_BYTES[settings.tier],
+    )
+
+
+def next_sequence(boundary: str) -> int:
+    """The next per-request sequence number of ``boundary`` (0 outside a request)."""
+    counters_ = current_counters()
+    return counters_.next_sequence(boundary) if counters_ is not None else 0
+
+
+_drops_lock = threading.Lock()
+_drops_reported = [0]
+
+
+def _report_drops() -> None:
+    """Turn lines the full queue dropped into one ``cvdiag.queue_dropped`` envelope.
+
+    Called by the writer when it has drained the queue (the overflow is over) and by
+    ``flush``, so one overflow episode gives one envelope, not one per lost line.
+    """
+    dropped = _writer.dropped
+    if dropped == _drops_reported[0] or not _drops_lock.acquire(blocking=False):
+        return
+    try:
+        new = dropped - _drops_reported[0]
+        _drops_reported[0] = dropped
+    finally:
+        _drops_lock.release()
+    if new > 0:
+        emit("cvdiag.queue_dropped", {"_dropped_count": new})

@@ -1,0 +1,247 @@
+"""``agent_scope`` and ``llm_call``: sync and async context managers around the agent
+and its LLM calls. They observe exceptions and cancellation, never swallow them.
+
+Outside any request they bind a fresh context for their duration, so their
+envelopes still share one test id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+from .context import bind, current_context, new_context, unbind
+from .emitter import active_tier, emit
+from .schema import Tier
+
+_CANCELLED = (asyncio.CancelledError, GeneratorExit)
+
+
+def _ms(start_ns: int) -> int:
+    return (time.monotonic_ns() - start_ns) // 1_000_000
+
+
+class _Scope:
+    """Shared enter/exit plumbing: bind a context if none is bound, time the block."""
+
+    __slots__ = ("_start_ns", "_tokens")
+
+    def __init__(self) -> None:
+        self._tokens: Any = None
+        self._start_ns = 0
+
+    def _open(self) -> None:
+        self._tokens = bind(new_context()) if current_context() is None else None
+        self._start_ns = time.monotonic_ns()
+
+    def _close(self) -> None:
+        if self._tokens is not None:
+            unbind(self._tokens)
+            self._tokens = None
+
+
+class agent_scope(_Scope):  # noqa: N801 - reads like contextlib's context managers
+    """``with agent_scope("planner", model_id="gpt-4o-mini"):`` (or ``async with``).
+
+    backend.agent.enter on entry; backend.agent.exit with terminal_outcome ``ok``,
+    ``error`` (an exception escaped) or ``cancelled`` on exit.
+    """
+
+    __slots__ = ("agent_name", "model_id")
+
+    def __init__(self, agent_name: str, *, model_id: str | None = None) -> None:
+        super().__init__()
+        self.agent_name = agent_name
+        self.model_id = model_id
+
+    def __enter__(self) -> agent_scope:
+        self._open()
+        emit("backend.agent.enter", {"agent_name": self.agent_name, "model_id": self.model_id})
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if exc is None:
+                terminal = "ok"
+            elif isinstance(exc, _CANCELLED):
+                terminal = "cancelled"
+            else:
+                terminal = "error"
+            elapsed = _ms(self._start_ns)
+            emit(
+                "backend.agent.exit",
+                {"terminal_outcome": terminal, "total_duration_ms": elapsed},
+                outcome="ok" if terminal == "ok" else "err",
+                duration_ms=elapsed,
+            )
+        finally:
+            self._close()
+
+    async def __aenter__(self) -> agent_scope:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+class LLMCall:
+    """The handle ``llm_call`` yields: record what the provider answered."""
+
+    __slots__ = ("_fields", "_start_ns")
+
+    def __init__(self, start_ns: int) -> None:
+        self._start_ns = start_ns
+        self._fields: dict[str, Any] = {}
+
+    def record(
+        self,
+        response_token_count: int | None = None,
+        *,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        finish_reason: str | None = None,
+        ttft_ms: int | None = None,
+    ) -> None:
+        """Set what is known; arguments left as None keep their earlier value."""
+        given = {
+            "response_token_count": response_token_count,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "finish_reason": finish_reason,
+            "ttft_ms": ttft_ms,
+        }
+        self._fields.update((k, v) for k, v in given.items() if v is not None)
+
+    def first_token(self) -> None:
+        """Mark the first streamed token now (sets ttft_ms once)."""
+        self._fields.setdefault("ttft_ms", _ms(self._start_ns))
+
+
+class llm_call(_Scope):  # noqa: N801 - reads like contextlib's context managers
+    """``async with llm_call("openai", "gpt-4o-mini") as call: ...; call.record(...)``.
+
+    backend.llm.call.start on entry; a heartbeat every ``heartbeat_s`` while open (an
+    asyncio task under ``async with``, a thread under ``with``); on exit
+    backend.llm.call.response: ``err`` with the exception's class name, ``timeout``
+    with ``CancelledError`` when cancelled, else ``ok``. No heartbeat follows it.
+    """
+
+    __slots__ = ("_call", "_closed", "_lock", "_stop", "_task", "heartbeat_s", "model", "prompt_estimate", "provider")
+
+    def __init__(
+        self,
+        provider: str,
+        model: str,
+        *,
+        heartbeat_s: float = 10.0,
+        prompt_token_count_estimate: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.provider = provider
+        self.model = model
+        self.heartbeat_s = heartbeat_s
+        self.prompt_estimate = prompt_token_count_estimate
+        self._call: LLMCall | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop: threading.Event | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _start(self) -> LLMCall:
+        self._open()
+        self._closed = False
+        self._call = LLMCall(self._start_ns)
+        emit(
+            "backend.llm.call.start",
+            {"provider": self.provider, "model": self.model, "prompt_token_count_estimate": self.prompt_estimate},
+        )
+        return self._call
+
+    def _wants_heartbeat(self) -> bool:
+        tier = active_tier()
+        return tier is not None and tier >= Tier.VERBOSE and self.heartbeat_s > 0
+
+    def _beat(self) -> None:
+        with self._lock:
+            if not self._closed:
+                emit("backend.llm.call.heartbeat", {"elapsed_ms_since_start": _ms(self._start_ns)})
+
+    def _finish(self, exc: BaseException | None) -> None:
+        with self._lock:  # after this no heartbeat can be written
+            self._closed = True
+        try:
+            latency = _ms(self._start_ns)
+            if exc is None:
+                outcome, error_class = "ok", None
+            elif isinstance(exc, _CANCELLED):
+                outcome, error_class = "timeout", "CancelledError"
+            else:
+                outcome, error_class = "err", type(exc).__name__
+            fields = self._call._fields if self._call is not None else {}
+            emit(
+                "backend.llm.call.response",
+                {
+                    "provider": self.provider,
+                    "model": self.model,
+                    "response_token_count": fields.get("response_token_count"),
+                    "latency_ms": latency,
+                    "error_class": error_class,
+                    **{k: v for k, v in fields.items() if k != "response_token_count"},
+                },
+                outcome=outcome,
+                duration_ms=latency,
+            )
+        finally:
+            self._close()
+
+    # -- sync: a heartbeat thread that runs in a copy of the caller's context --------
+
+    def __enter__(self) -> LLMCall:
+        call = self._start()
+        if self._wants_heartbeat():
+            stop = self._stop = threading.Event()
+            ctx = contextvars.copy_context()
+
+            def run() -> None:
+                while not stop.wait(self.heartbeat_s):
+                    ctx.run(self._beat)
+
+            threading.Thread(target=run, name="cvdiag-heartbeat", daemon=True).start()
+        return call
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+        self._finish(exc)
+
+    # -- async: a heartbeat task on the running loop (it copies the context itself) --
+
+    async def __aenter__(self) -> LLMCall:
+        call = self._start()
+        if self._wants_heartbeat():
+            self._task = asyncio.get_running_loop().create_task(self._aheartbeat(), name="cvdiag-heartbeat")
+        return call
+
+    async def _aheartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            self._beat()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()  # it can only resume into CancelledError: no more beats
+            self._task = None
+        self._finish(exc)

@@ -1,0 +1,51 @@
+"""Importing cvdiag with nothing set starts nothing and writes nothing (spec section 8)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+PROBE = textwrap.dedent(
+    """
+    import logging, sys, threading
+    handlers_before = list(logging.getLogger().handlers)
+    import cvdiag, structlog
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+    app = cvdiag.CvdiagMiddleware(Starlette())
+    with cvdiag.agent_scope("a"), cvdiag.llm_call("openai", "m", heartbeat_s=0.01):
+        cvdiag.emit("backend.agent.enter", {"agent_name": "a"})
+    assert not cvdiag.get_settings().enabled
+    assert threading.active_count() == 1, threading.enumerate()
+    assert logging.getLogger().handlers == handlers_before
+    assert logging.getLogger("cvdiag").handlers == []
+    assert not structlog.is_configured()
+    assert cvdiag.stats()["emitted"] == 0
+    print("INERT-OK")
+    """
+)
+
+
+def test_import_with_nothing_set_is_inert():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CVDIAG")}
+    result = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "INERT-OK"
+    assert "CVDIAG" not in result.stdout + result.stderr
+
+
+def test_enabled_server_writes_prefixed_lines_to_stdout():
+    code = textwrap.dedent(
+        """
+        import cvdiag
+        with cvdiag.request_context(test_id="sub-1"), cvdiag.agent_scope("a"):
+            pass
+        """
+    )
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CVDIAG")}, "CVDIAG_ENABLED": "1"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0, result.stderr
+    assert len(lines) == 2 and all(line.startswith('CVDIAG {"schema_version":1,"test_id":"sub-1"') for line in lines)

@@ -1,0 +1,169 @@
+"""agent_scope and llm_call: outcomes, heartbeats, cancellation, context of their own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+
+import pytest
+from emitkit import capture
+
+import cvdiag
+from cvdiag.schema import UUID7_RE
+
+
+def in_fresh_context(fn, *args):
+    """Run outside any bound request context (the pytest plugin binds one per test)."""
+    return contextvars.Context().run(fn, *args)
+
+
+def test_agent_scope_ok_writes_enter_and_exit():
+    with capture() as cap, cvdiag.request_context(test_id="agent-1"), cvdiag.agent_scope("planner", model_id="gpt-4o"):
+        pass
+    enter, exit_ = cap.events()
+    assert enter["boundary"] == "backend.agent.enter" and enter["metadata"] == {"agent_name": "planner", "model_id": "gpt-4o"}
+    assert exit_["metadata"]["terminal_outcome"] == "ok" and exit_["outcome"] == "ok"
+    assert exit_["duration_ms"] == exit_["metadata"]["total_duration_ms"]
+
+
+def test_agent_scope_error_is_recorded_and_the_exception_is_unchanged():
+    error = KeyError("missing")
+    with capture() as cap, cvdiag.request_context(), pytest.raises(KeyError) as raised, cvdiag.agent_scope("a"):
+        raise error
+    assert raised.value is error
+    assert cap.one("backend.agent.exit")["metadata"]["terminal_outcome"] == "error"
+    assert cap.one("backend.agent.exit")["outcome"] == "err"
+
+
+def test_async_agent_scope_cancelled_propagates_cancellation():
+    async def agent() -> None:
+        async with cvdiag.agent_scope("a"):
+            await asyncio.sleep(10)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(agent())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with capture() as cap, cvdiag.request_context():
+        asyncio.run(main())
+    assert cap.one("backend.agent.exit")["metadata"]["terminal_outcome"] == "cancelled"
+
+
+def test_scopes_outside_a_request_bind_one_fresh_id_for_their_duration():
+    def run() -> None:
+        with cvdiag.agent_scope("a"):
+            inner = cvdiag.current_context()
+            assert inner is not None
+        assert cvdiag.current_context() is None
+        with cvdiag.llm_call("openai", "m"):
+            pass
+
+    with capture() as cap:
+        in_fresh_context(run)
+    events = cap.events()
+    agent_ids = {e["test_id"] for e in events if "agent" in e["boundary"]}
+    llm_ids = {e["test_id"] for e in events if "llm" in e["boundary"]}
+    assert len(agent_ids) == 1 and len(llm_ids) == 1 and agent_ids != llm_ids
+    assert all(UUID7_RE.match(i) for i in agent_ids | llm_ids)
+
+
+def test_llm_call_records_tokens_and_latency():
+    with capture() as cap, cvdiag.request_context(), cvdiag.llm_call("openai", "gpt-4o-mini", prompt_token_count_estimate=12) as call:
+        call.first_token()
+        call.record(42, prompt_tokens=12, completion_tokens=42, finish_reason="stop")
+    start, response = cap.events()
+    assert start["metadata"] == {"provider": "openai", "model": "gpt-4o-mini", "prompt_token_count_estimate": 12}
+    md = response["metadata"]
+    assert response["outcome"] == "ok" and md["error_class"] is None
+    assert (md["response_token_count"], md["prompt_tokens"], md["completion_tokens"], md["finish_reason"]) == (42, 12, 42, "stop")
+    assert isinstance(md["ttft_ms"], int) and md["latency_ms"] == response["duration_ms"]
+
+
+def test_llm_call_error_names_the_exception_class():
+    class RateLimitError(Exception):
+        pass
+
+    with capture() as cap, cvdiag.request_context(), pytest.raises(RateLimitError), cvdiag.llm_call("openai", "m"):
+        raise RateLimitError("429")
+    response = cap.one("backend.llm.call.response")
+    assert response["outcome"] == "err" and response["metadata"]["error_class"] == "RateLimitError"
+
+
+def test_async_llm_call_heartbeats_while_open_and_never_after_the_response():
+    async def main() -> None:
+        async with cvdiag.llm_call("openai", "m", heartbeat_s=0.02):
+            await asyncio.sleep(0.15)
+        await asyncio.sleep(0.1)  # a late beat would land here
+
+    with capture("verbose") as cap, cvdiag.request_context():
+        asyncio.run(main())
+    names = cap.boundaries()
+    beats = cap.of("backend.llm.call.heartbeat")
+    assert len(beats) >= 2
+    assert names[-1] == "backend.llm.call.response"
+    elapsed = [b["metadata"]["elapsed_ms_since_start"] for b in beats]
+    assert elapsed == sorted(elapsed) and elapsed[0] >= 15
+
+
+def test_sync_llm_call_heartbeats_from_a_thread_with_the_callers_id():
+    with capture("verbose") as cap, cvdiag.request_context(test_id="sync-beat"):
+        with cvdiag.llm_call("anthropic", "claude-3-5-sonnet-20241022", heartbeat_s=0.02):
+            time.sleep(0.15)
+        time.sleep(0.1)
+    beats = cap.of("backend.llm.call.heartbeat")
+    assert len(beats) >= 2 and {b["test_id"] for b in beats} == {"sync-beat"}
+    assert cap.boundaries()[-1] == "backend.llm.call.response"
+
+
+def test_default_tier_starts_no_heartbeat():
+    import threading
+
+    with capture("default") as cap, cvdiag.request_context():
+        before = threading.active_count()
+        with cvdiag.llm_call("openai", "m", heartbeat_s=0.01):
+            assert threading.active_count() == before
+            time.sleep(0.05)
+    assert cap.events() == []
+
+
+def test_cancelled_llm_call_is_timeout_and_cancellation_propagates():
+    async def call() -> None:
+        async with cvdiag.llm_call("openai", "m", heartbeat_s=0.01):
+            await asyncio.sleep(10)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(call())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.05)
+
+    with capture("verbose") as cap, cvdiag.request_context():
+        asyncio.run(main())
+    response = cap.one("backend.llm.call.response")
+    assert response["outcome"] == "timeout" and response["metadata"]["error_class"] == "CancelledError"
+    assert cap.boundaries()[-1] == "backend.llm.call.response"
+
+
+def test_request_context_adopts_or_mints_ids():
+    with cvdiag.request_context(test_id=" Harness-7 ", slug="Svc One", demo="chat") as ctx:
+        assert cvdiag.current_context() is ctx
+        assert (ctx.test_id, ctx.trace_id, ctx.slug, ctx.demo) == ("harness-7", "harness-7", "svcone", "chat")
+    with cvdiag.request_context() as ctx:
+        assert UUID7_RE.match(ctx.test_id)
+
+
+def test_resetting_a_context_from_another_task_does_not_blow_up():
+    from cvdiag.context import bind, new_context, unbind
+
+    async def main() -> None:
+        tokens = bind(new_context(test_id="outer"))
+        await asyncio.get_running_loop().create_task(asyncio.to_thread(unbind, tokens))
+        unbind(tokens)
+
+    asyncio.run(main())
