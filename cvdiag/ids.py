@@ -5,8 +5,8 @@ Shared by the emit side (adopting inbound ids) and the read side (matching them)
 
 from __future__ import annotations
 
-import os
 import re
+from random import getrandbits
 
 import uuid6
 
@@ -25,8 +25,9 @@ def new_test_id() -> str:
 
 
 def new_span_id() -> str:
-    """Eight random bytes in lowercase hex."""
-    return os.urandom(8).hex()
+    """Eight random bytes in lowercase hex (not secret, so the fast PRNG will do;
+    ``random`` reseeds itself in a forked child)."""
+    return f"{getrandbits(64):016x}"
 
 
 def sanitize_test_id(raw: str | bytes | None) -> str | None:

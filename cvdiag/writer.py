@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -17,6 +18,9 @@ from .sinks import Sink
 #: Lines written to the sinks per batch: bounds the memory of one join.
 _BATCH = 512
 _EXIT_DRAIN_SECONDS = 2.0
+#: After a wake-up the writer lets a batch form for this long: waking once per line
+#: would make the writer fight the emitting thread for the GIL on every envelope.
+_COALESCE_SECONDS = 0.002
 
 
 class _Barrier:
@@ -95,6 +99,8 @@ class Writer:
         queue = self._queue
         while True:
             self._wake.wait()
+            if len(queue) < _BATCH:
+                time.sleep(_COALESCE_SECONDS)
             self._wake.clear()
             while queue:
                 batch: list[bytes] = []

@@ -237,7 +237,7 @@ def test_full_queue_drops_oldest_and_reports_the_count_once():
     add_sink(blocker)
     try:
         with capture(queue_size=20) as cap, cvdiag.request_context():
-            cvdiag.emit("backend.agent.enter", {"agent_name": "first"})  # the writer blocks on this one
+            cvdiag.emit("backend.agent.enter", {"agent_name": "first"})  # the blocking sink holds the writer
             for i in range(200):
                 cvdiag.emit("backend.agent.enter", {"agent_name": f"n{i}"})
             blocker.release.set()
@@ -249,7 +249,7 @@ def test_full_queue_drops_oldest_and_reports_the_count_once():
     assert len(reports) == 1 and reports[0]["slug"] == "cvdiag"
     names = [e["metadata"]["agent_name"] for e in everything if e["boundary"] == "backend.agent.enter"]
     assert names[-1] == "n199"  # the newest survive
-    assert len(names) + reports[0]["metadata"]["_dropped_count"] == 201
+    assert len(names) + reports[0]["metadata"]["_dropped_count"] == 201, (names, reports)
 
 
 class _BrokenSink:
