@@ -15,9 +15,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import config
 from .context import RequestContext, bind, resolve_slug, unbind
-from .emitter import NO_EDGE_HEADERS, active_tier, emit_edge, next_sequence
+from .emitter import NO_EDGE_HEADERS, active_tier, emit_edge
 from .errors import error_metadata
-from .ids import demo_from_path, new_test_id, sanitize_test_id
+from .ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from .schema import EDGE_HEADER_MAX_CHARS, EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
 
 _EDGE = frozenset(h.encode() for h in EDGE_HEADERS)
@@ -25,6 +25,8 @@ _FORWARD = tuple(h.encode() for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HE
 _CONTENT_LENGTH = b"content-length"
 _CONTENT_TYPE = b"content-type"
 _EVENT_STREAM = b"text/event-stream"
+_CANCELLED = (asyncio.CancelledError, GeneratorExit)
+_CLIENT_GONE = (ClientDisconnect, OSError)
 
 
 def _header_text(raw: bytes) -> str:
@@ -95,12 +97,13 @@ class CvdiagMiddleware:
         exclude_paths: Iterable[str] = (),
     ) -> None:
         self.app = app
-        self.slug = slug
+        self.slug = sanitize_slug(slug) if slug else None
         self.test_id_header = test_id_header.lower().encode("latin-1")
         self.slug_header = slug_header.lower().encode("latin-1")
         self.echo_test_id = echo_test_id
         self.exclude_paths = frozenset(p.rstrip("/") or "/" for p in exclude_paths)
         self._wanted = frozenset({self.test_id_header, self.slug_header, _CONTENT_LENGTH, *_FORWARD, *_EDGE})
+        self._wanted_response = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, self.test_id_header, *_EDGE})
 
     def _excluded(self, path: str) -> bool:
         if not self.exclude_paths:
@@ -120,12 +123,16 @@ class CvdiagMiddleware:
         ctx = RequestContext(
             test_id=test_id,
             trace_id=test_id,
-            slug=resolve_slug(found.get(self.slug_header), self.slug),
+            slug=resolve_slug(slug_raw, self.slug) if (slug_raw := found.get(self.slug_header)) else self.slug or resolve_slug(),
             demo=demo_from_path(scope.get("path", "/")),
             forward={k.decode(): v.decode("latin-1")[:256] for k in _FORWARD if (v := found.get(k)) is not None},
         )
         tokens = bind(ctx)
-        if active_tier(ctx.slug) is not Tier.DEFAULT:
+        # Resolved once per request: the per-chunk path must stay a counter unless
+        # debug is on. The emitter re-checks every envelope, so lowering the tier still
+        # takes effect at once; raising it applies from the next request.
+        tier = active_tier(ctx.slug) or Tier.DEFAULT
+        if tier is not Tier.DEFAULT:
             emit_edge(
                 "backend.request.ingress",
                 {
@@ -139,13 +146,13 @@ class CvdiagMiddleware:
                 edge_headers=_edge_headers(found),
             )
 
-        echo = (self.test_id_header.decode("latin-1"), test_id) if self.echo_test_id else None
+        echo = (self.test_id_header, test_id.encode()) if self.echo_test_id else None
         status = 0
         declared_length: int | None = None
         is_sse = False
         response_edge: Mapping[str, str | None] = NO_EDGE_HEADERS
         started = finished = first_byte = disconnected = False
-        bytes_sent = sse_events = 0
+        bytes_sent = sse_events = sse_sequence = 0
 
         async def receive_wrapper() -> Message:
             nonlocal disconnected
@@ -156,42 +163,44 @@ class CvdiagMiddleware:
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status, declared_length, is_sse, response_edge, started, finished, first_byte
-            nonlocal disconnected, bytes_sent, sse_events
+            nonlocal disconnected, bytes_sent, sse_events, sse_sequence
             kind = message["type"]
             body = b""
             if kind == "http.response.start":
                 status = message.get("status", 0)
                 headers = list(message.get("headers") or ())
-                picked = _pick(headers, _EDGE | {_CONTENT_LENGTH, _CONTENT_TYPE, self.test_id_header})
+                picked = _pick(headers, self._wanted_response)
                 declared_length = _content_length(picked.get(_CONTENT_LENGTH))
                 is_sse = picked.get(_CONTENT_TYPE, b"").startswith(_EVENT_STREAM)
                 response_edge = _edge_headers(picked)
                 if echo is not None and self.test_id_header not in picked:
-                    headers.append((self.test_id_header, echo[1].encode()))
+                    headers.append(echo)
                     message = {**message, "headers": headers}
             elif kind == "http.response.body":
                 body = message.get("body", b"")
                 if body and not first_byte:
                     first_byte = True
-                    emit_edge(
-                        "backend.sse.first_byte",
-                        {"delta_ms_from_ingress": _ms(start_ns)},
-                        outcome="ok",
-                        duration_ms=None,
-                        edge_headers=response_edge,
-                    )
-                if body and active_tier(ctx.slug) is Tier.DEBUG:
+                    if tier is not Tier.DEFAULT:
+                        emit_edge(
+                            "backend.sse.first_byte",
+                            {"delta_ms_from_ingress": _ms(start_ns)},
+                            outcome="ok",
+                            duration_ms=None,
+                            edge_headers=response_edge,
+                        )
+                if body and tier is Tier.DEBUG:
                     emit_edge(
                         "backend.sse.event",
                         {
                             "event_type": _event_type(body) if is_sse else "chunk",
                             "payload_size_bytes": len(body),
-                            "sequence_num": next_sequence("backend.sse.event"),
+                            "sequence_num": sse_sequence,
                         },
                         outcome="info",
                         duration_ms=None,
                         edge_headers=None,
                     )
+                    sse_sequence += 1
             try:
                 await send(message)
             except OSError:  # ASGI spec 2.4 servers: the client is gone
@@ -246,8 +255,8 @@ class CvdiagMiddleware:
         """Exactly one terminal envelope (spec section 8), then error.caught if an
         exception must be explained."""
         elapsed = _ms(start_ns)
-        cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
-        gone = disconnected or isinstance(error, ClientDisconnect | OSError)
+        cancelled = isinstance(error, _CANCELLED)
+        gone = disconnected or isinstance(error, _CLIENT_GONE)
         explain = error is not None and not cancelled and not gone and isinstance(error, Exception)
         if finished:
             emit_edge(

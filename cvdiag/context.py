@@ -1,7 +1,8 @@
-"""The per-request context, carried by contextvars.
+"""The per-request context, carried by a contextvar.
 
-One ContextVar per concern (structlog's PR #302 explains why a dict-in-a-var leaks):
-the immutable identity of the request, and the mutable counters owned by it.
+The identity of a request is one immutable value in its own ContextVar (structlog's
+PR #302 explains why a shared dict-in-a-var leaks); mutable per-request state, such
+as the SSE sequence number, lives in the middleware's locals.
 """
 
 from __future__ import annotations
@@ -33,22 +34,7 @@ class RequestContext:
     forward: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
 
-class RequestCounters:
-    """Mutable per-request state: sequence numbers per boundary. Owned by one context."""
-
-    __slots__ = ("_seq",)
-
-    def __init__(self) -> None:
-        self._seq: dict[str, int] = {}
-
-    def next_sequence(self, boundary: str) -> int:
-        n = self._seq.get(boundary, 0)
-        self._seq[boundary] = n + 1
-        return n
-
-
 _current: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("cvdiag_request", default=None)
-_counters: contextvars.ContextVar[RequestCounters | None] = contextvars.ContextVar("cvdiag_counters", default=None)
 
 #: The slug an application configured (middleware ``slug=`` or ``configure``); see ``resolve_slug``.
 _default_slug: list[str | None] = [None]
@@ -57,10 +43,6 @@ _default_slug: list[str | None] = [None]
 def current_context() -> RequestContext | None:
     """The bound request context, or None outside any."""
     return _current.get()
-
-
-def current_counters() -> RequestCounters | None:
-    return _counters.get()
 
 
 def set_default_slug(slug: str | None) -> None:
@@ -91,20 +73,19 @@ def new_context(
     )
 
 
-def bind(ctx: RequestContext) -> tuple[contextvars.Token, contextvars.Token]:
-    """Bind ``ctx`` with fresh counters; give the tokens to ``unbind``."""
-    return _current.set(ctx), _counters.set(RequestCounters())
+def bind(ctx: RequestContext) -> contextvars.Token[RequestContext | None]:
+    """Bind ``ctx``; give the token to ``unbind``."""
+    return _current.set(ctx)
 
 
-def unbind(tokens: tuple[contextvars.Token, contextvars.Token]) -> None:
+def unbind(token: contextvars.Token[RequestContext | None]) -> None:
     """Reset a ``bind``. A reset from another context (a task or thread that copied
     this one) raises ValueError in contextvars; there the binding dies with that
     context anyway, so it is ignored rather than raised into the application."""
-    for var, token in zip((_current, _counters), tokens, strict=True):
-        try:
-            var.reset(token)
-        except (ValueError, RuntimeError):
-            pass
+    try:
+        _current.reset(token)
+    except (ValueError, RuntimeError):
+        pass
 
 
 @contextmanager

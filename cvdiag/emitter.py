@@ -17,10 +17,10 @@ import structlog
 
 from . import config
 from .caps import render_capped
-from .context import current_context, current_counters, resolve_slug
+from .context import current_context, resolve_slug
 from .ids import new_span_id, new_test_id
 from .schema import ACCOUNTING_SLUG, EDGE_HEADERS, ENVELOPE_CAP_BYTES, OUTCOMES, SCHEMA_VERSION, Boundary, Tier, lookup
-from .scrub import scrub, scrub_tree
+from .scrub import is_sensitive_key, scrub, scrub_tree
 from .sinks import FileSink, Sink, StdoutSink
 from .writer import Writer
 
@@ -152,7 +152,7 @@ def drop_unknown_metadata(_logger: Any, _name: str, event: dict[str, Any]) -> di
     boundary: Boundary = event["boundary"]
     envelope = event["envelope"]
     metadata = envelope["metadata"]
-    if boundary.metadata is None or not metadata:
+    if boundary.metadata is None or not metadata or metadata.keys() <= boundary.metadata:
         return event
     unknown = [k for k in metadata if k not in boundary.metadata]
     if unknown:
@@ -166,11 +166,31 @@ def drop_unknown_metadata(_logger: Any, _name: str, event: dict[str, Any]) -> di
     return event
 
 
+_PLAIN = frozenset({int, float, bool, type(None)})
+_sensitive_boundaries: dict[str, bool] = {}
+
+
+def _has_sensitive_key(boundary: Boundary) -> bool:
+    found = _sensitive_boundaries.get(boundary.name)
+    if found is None:
+        found = _sensitive_boundaries[boundary.name] = any(map(is_sensitive_key, boundary.metadata or ()))
+    return found
+
+
 def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Scrub every string leaf of metadata, and edge header values (spec section 7)."""
+    """Scrub every string leaf of metadata, and edge header values (spec section 7).
+
+    Metadata of plain numbers under harmless key names (most boundaries) has nothing
+    to scrub and skips the walk.
+    """
     envelope = event["envelope"]
-    if envelope["metadata"]:
-        envelope["metadata"] = scrub_tree(envelope["metadata"])
+    metadata = envelope["metadata"]
+    if metadata and (
+        not _PLAIN.issuperset(map(type, metadata.values()))
+        or event["boundary"].metadata is None
+        or _has_sensitive_key(event["boundary"])
+    ):
+        envelope["metadata"] = scrub_tree(metadata)
     edge = envelope["edge_headers"]
     if edge is not NO_EDGE_HEADERS:
         envelope["edge_headers"] = {k: (None if v is None else scrub(v)) for k, v in edge.items()}
@@ -223,6 +243,10 @@ def _unknown(name: str, strict: bool) -> None:
     if name not in _warned_unknown and len(_warned_unknown) < 1000:
         _warned_unknown.add(name)
         log.warning("cvdiag: unregistered boundary %r was not emitted (register_boundary() it first)", str(name)[:128])
+
+
+def is_enabled() -> bool:
+    return config.get_settings().enabled
 
 
 def active_tier(slug: str | None = None) -> Tier | None:
@@ -328,12 +352,6 @@ def _emit(
         "_truncated": False,
     }
     _pipeline.envelope(envelope, boundary, ENVELOPE_CAP_BYTES[settings.tier])
-
-
-def next_sequence(boundary: str) -> int:
-    """The next per-request sequence number of ``boundary`` (0 outside a request)."""
-    counters_ = current_counters()
-    return counters_.next_sequence(boundary) if counters_ is not None else 0
 
 
 _drops_lock = threading.Lock()

@@ -10,9 +10,12 @@ from random import getrandbits
 
 import uuid6
 
-from .schema import DEFAULT_DEMO, DEMO_MAX_CHARS, SLUG_RE, TEST_ID_MAX_CHARS, UUID7_RE
+from .schema import DEFAULT_DEMO, DEMO_MAX_CHARS, SLUG_RE, TEST_ID_MAX_CHARS
 
 _NOT_TEST_ID_CHARS = re.compile(r"[^a-z0-9._-]+")
+_TEST_ID_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789._-")
+#: Every byte a sanitized id may not contain, for bytes.translate's C-speed delete.
+_NOT_TEST_ID_BYTES = bytes(b for b in range(256) if b not in _TEST_ID_BYTES)
 _NOT_SLUG_CHARS = re.compile(r"[^a-z0-9-]+")
 # Sanitizing never needs more than this much input: it keeps at most 128 characters,
 # and bounding the input first keeps a hostile megabyte header from costing anything.
@@ -34,12 +37,10 @@ def sanitize_test_id(raw: str | bytes | None) -> str | None:
     """The adopted form of an inbound id, or None when nothing usable is left."""
     if raw is None:
         return None
-    if isinstance(raw, bytes):
-        raw = raw[:_RAW_SCAN_LIMIT].decode("latin-1")
-    value = raw[:_RAW_SCAN_LIMIT].strip().lower()
-    if UUID7_RE.match(value):
-        return value
-    value = _NOT_TEST_ID_CHARS.sub("", value)[:TEST_ID_MAX_CHARS]
+    if isinstance(raw, bytes):  # straight from ASGI headers: the hot path
+        cleaned = raw[:_RAW_SCAN_LIMIT].lower().translate(None, _NOT_TEST_ID_BYTES)[:TEST_ID_MAX_CHARS]
+        return cleaned.decode("ascii") or None
+    value = _NOT_TEST_ID_CHARS.sub("", raw[:_RAW_SCAN_LIMIT].strip().lower())[:TEST_ID_MAX_CHARS]
     return value or None
 
 

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from .context import bind, current_context, new_context, unbind
-from .emitter import active_tier, emit
+from .emitter import active_tier, emit, is_enabled
 from .schema import Tier
 
 _CANCELLED = (asyncio.CancelledError, GeneratorExit)
@@ -35,7 +35,8 @@ class _Scope:
         self._start_ns = 0
 
     def _open(self) -> None:
-        self._tokens = bind(new_context()) if current_context() is None else None
+        # Disabled: bind nothing (minting an id is the costly part of a scope).
+        self._tokens = bind(new_context()) if current_context() is None and is_enabled() else None
         self._start_ns = time.monotonic_ns()
 
     def _close(self) -> None:
