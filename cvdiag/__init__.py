@@ -51,7 +51,34 @@ _WHERE = {
     "scrub": "scrub",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "OUTBOUND_ALLOW_LIST",
+    "CvdiagError",
+    "CvdiagLogFilter",
+    "CvdiagMiddleware",
+    "LLMCall",
+    "RequestContext",
+    "Settings",
+    "add_cvdiag_context",
+    "agent_scope",
+    "configure",
+    "copy_context",
+    "current_context",
+    "emit",
+    "flush",
+    "get_settings",
+    "httpx_hooks",
+    "instrument_httpx",
+    "llm_call",
+    "new_test_id",
+    "normalize_test_id",
+    "register_boundary",
+    "request_context",
+    "scrub",
+    "stats",
+    "uninstrument_httpx",
+    "wrap",
+]
 
 
 def __getattr__(name: str) -> Any:

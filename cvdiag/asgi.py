@@ -123,7 +123,9 @@ class CvdiagMiddleware:
         ctx = RequestContext(
             test_id=test_id,
             trace_id=test_id,
-            slug=resolve_slug(slug_raw, self.slug) if (slug_raw := found.get(self.slug_header)) else self.slug or resolve_slug(),
+            slug=resolve_slug(slug_raw, self.slug)
+            if (slug_raw := found.get(self.slug_header))
+            else self.slug or resolve_slug(),
             demo=demo_from_path(scope.get("path", "/")),
             forward={k.decode(): v.decode("latin-1")[:256] for k in _FORWARD if (v := found.get(k)) is not None},
         )
@@ -298,4 +300,3 @@ def _emit_error(error: BaseException | None, elapsed: int) -> None:
     if error is None:
         return
     emit_edge("backend.error.caught", error_metadata(error), outcome="err", duration_ms=elapsed, edge_headers=None)
-

@@ -83,7 +83,11 @@ def _guard_debug(requested: Tier, label: str | None) -> Tier:
         return requested
     if label is not None and label.strip().lower() in DEBUG_SAFE_LABELS:
         return Tier.DEBUG
-    why = "no deployment label is set" if label is None else f"the deployment label {label.strip()[:64]!r} is not a safe one"
+    why = (
+        "no deployment label is set"
+        if label is None
+        else f"the deployment label {label.strip()[:64]!r} is not a safe one"
+    )
     log.warning(
         "cvdiag: debug tier refused because %s (set CVDIAG_ENV to one of %s); using default tier",
         why,
@@ -144,7 +148,9 @@ def build_settings(
         tier=effective,
         requested_tier=requested,
         env_label=label,
-        debug_allow_list=_slug_list(debug_allow_list if debug_allow_list is not None else environ.get("CVDIAG_DEBUG_ALLOW_LIST")),
+        debug_allow_list=_slug_list(
+            debug_allow_list if debug_allow_list is not None else environ.get("CVDIAG_DEBUG_ALLOW_LIST")
+        ),
         stdout=bool(stdout),
         file=os.fspath(file) if file else None,
         queue_size=queue_size if queue_size is not None else _queue_size(environ.get("CVDIAG_QUEUE_SIZE")),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -59,7 +59,10 @@ def resolve_slug(*candidates: str | bytes | None) -> str:
 
 
 def new_context(
-    *, test_id: str | bytes | None = None, slug: str | bytes | None = None, demo: str = DEFAULT_DEMO,
+    *,
+    test_id: str | bytes | None = None,
+    slug: str | bytes | None = None,
+    demo: str = DEFAULT_DEMO,
     forward: Mapping[str, str] | None = None,
 ) -> RequestContext:
     """A context whose id is adopted from ``test_id`` or minted (spec section 5)."""
@@ -82,10 +85,8 @@ def unbind(token: contextvars.Token[RequestContext | None]) -> None:
     """Reset a ``bind``. A reset from another context (a task or thread that copied
     this one) raises ValueError in contextvars; there the binding dies with that
     context anyway, so it is ignored rather than raised into the application."""
-    try:
+    with suppress(ValueError, RuntimeError):
         _current.reset(token)
-    except (ValueError, RuntimeError):
-        pass
 
 
 @contextmanager

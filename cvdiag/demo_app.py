@@ -41,7 +41,9 @@ async def chat(request: Request) -> StreamingResponse:
 
     async def stream() -> AsyncIterator[bytes]:
         async with agent_scope("demo-agent", model_id=MODEL):
-            async with llm_call("sim", MODEL, heartbeat_s=HEARTBEAT_S, prompt_token_count_estimate=len(prompt.split())) as call:
+            async with llm_call(
+                "sim", MODEL, heartbeat_s=HEARTBEAT_S, prompt_token_count_estimate=len(prompt.split())
+            ) as call:
                 count = 0
                 async for token in simulated_llm(prompt, tokens, delay, latency):
                     if count == 0:

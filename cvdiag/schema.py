@@ -8,11 +8,11 @@ of truth is ``shared/spec/wire-format.md``; section numbers below refer to it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import IntEnum
 from types import MappingProxyType
-from typing import Mapping
 
 SCHEMA_VERSION = 1
 
@@ -123,9 +123,7 @@ class Tier(IntEnum):
 _TIER_NAMES = {t.name.lower(): t for t in Tier}
 
 #: Section 7: serialized envelope caps in UTF-8 bytes, per active tier.
-ENVELOPE_CAP_BYTES: Mapping[Tier, int] = MappingProxyType(
-    {Tier.DEFAULT: 2048, Tier.VERBOSE: 4096, Tier.DEBUG: 16384}
-)
+ENVELOPE_CAP_BYTES: Mapping[Tier, int] = MappingProxyType({Tier.DEFAULT: 2048, Tier.VERBOSE: 4096, Tier.DEBUG: 16384})
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +236,9 @@ def is_accounting(name: str) -> bool:
     return name.startswith("cvdiag.")
 
 
-def register_boundary(name: str, *, layer: str, tier: str | Tier, metadata: tuple[str, ...] | list[str] | frozenset[str]) -> Boundary:
+def register_boundary(
+    name: str, *, layer: str, tier: str | Tier, metadata: tuple[str, ...] | list[str] | frozenset[str]
+) -> Boundary:
     """Add a custom boundary (spec section 3, extension).
 
     Raises ValueError on a bad definition: a malformed name, a layer that is not the

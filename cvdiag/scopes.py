@@ -45,7 +45,7 @@ class _Scope:
             self._tokens = None
 
 
-class agent_scope(_Scope):  # noqa: N801 - reads like contextlib's context managers
+class agent_scope(_Scope):
     """``with agent_scope("planner", model_id="gpt-4o-mini"):`` (or ``async with``).
 
     backend.agent.enter on entry; backend.agent.exit with terminal_outcome ``ok``,
@@ -126,7 +126,7 @@ class LLMCall:
         self._fields.setdefault("ttft_ms", _ms(self._start_ns))
 
 
-class llm_call(_Scope):  # noqa: N801 - reads like contextlib's context managers
+class llm_call(_Scope):
     """``async with llm_call("openai", "gpt-4o-mini") as call: ...; call.record(...)``.
 
     backend.llm.call.start on entry; a heartbeat every ``heartbeat_s`` while open (an

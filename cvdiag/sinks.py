@@ -6,6 +6,7 @@ thread. Sinks may raise; the writer counts and swallows it (spec section 8).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -60,10 +61,8 @@ class FileSink:
     def close(self) -> None:
         fh, self._fh = self._fh, None
         if fh is not None:
-            try:
+            with contextlib.suppress(OSError):
                 fh.close()
-            except OSError:
-                pass
 
 
 class MemorySink:

@@ -8,6 +8,7 @@ emitter turns the count into one ``cvdiag.queue_dropped`` envelope.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 import time
 from collections import deque
@@ -118,10 +119,8 @@ class Writer:
                     self._write(batch)
                 for barrier in barriers:
                     barrier.event.set()
-            try:
+            with contextlib.suppress(Exception):  # reporting drops must not kill the writer
                 self._on_idle()
-            except Exception:  # reporting drops must not kill the writer
-                pass
 
     def _write(self, batch: list[bytes]) -> None:
         for sink in self._sinks():

@@ -138,7 +138,9 @@ def test_debug_is_armed_under_safe_labels(label):
 
 
 def test_env_label_falls_back_to_platform_variables():
-    settings = config.build_settings(environ={"CVDIAG_ENABLED": "on", "CVDIAG_TIER": "debug", "RAILWAY_ENVIRONMENT_NAME": "staging"})
+    settings = config.build_settings(
+        environ={"CVDIAG_ENABLED": "on", "CVDIAG_TIER": "debug", "RAILWAY_ENVIRONMENT_NAME": "staging"}
+    )
     assert settings.tier is Tier.DEBUG and settings.env_label == "staging"
 
 

@@ -90,7 +90,12 @@ def test_json_request_writes_ingress_first_byte_and_complete():
     ]
     assert {e["test_id"] for e in events} == {"d4-agno-1234"}
     ingress, first, done = events
-    assert ingress["metadata"] == {"method": "GET", "path": "/json", "content_length": 0, "inbound_test_id_adopted": True}
+    assert ingress["metadata"] == {
+        "method": "GET",
+        "path": "/json",
+        "content_length": 0,
+        "inbound_test_id_adopted": True,
+    }
     assert ingress["demo"] == "json" and ingress["slug"] == "svc"
     assert first["outcome"] == "ok" and first["edge_headers"]["via"] == "1.1 edge"
     assert done["outcome"] == "ok" and done["metadata"]["http_status"] == 200
@@ -224,8 +229,12 @@ def test_excluded_paths_write_nothing():
 
 
 def test_edge_headers_come_from_request_at_ingress_and_response_at_terminal():
-    headers = {"cf-ray": "8c1f2a3b4c5d6e7f-SJC", "cf-connecting-ip": "203.0.113.9", "x-forwarded-for": "203.0.113.9",
-               "retry-after": "x" * 400}
+    headers = {
+        "cf-ray": "8c1f2a3b4c5d6e7f-SJC",
+        "cf-connecting-ip": "203.0.113.9",
+        "x-forwarded-for": "203.0.113.9",
+        "retry-after": "x" * 400,
+    }
     with capture("verbose") as cap, TestClient(make_app()) as client:
         client.get("/json", headers=headers)
     ingress = cap.one("backend.request.ingress")
@@ -306,7 +315,9 @@ def test_disconnect_after_the_last_chunk_is_not_an_abort():
         assert (await receive())["type"] == "http.disconnect"
 
     with capture("default") as cap:
-        asyncio.run(_drive(cvdiag.CvdiagMiddleware(app), _scope("/x", "2.3", "late"), hang_up_after=1, send_raises=False))
+        asyncio.run(
+            _drive(cvdiag.CvdiagMiddleware(app), _scope("/x", "2.3", "late"), hang_up_after=1, send_raises=False)
+        )
     assert terminals(cap.events()) == ["backend.response.complete"]
 
 
@@ -318,7 +329,9 @@ def test_cancellation_mid_stream_is_abort_timeout_and_propagates():
 
     async def run_slow() -> None:
         task = asyncio.ensure_future(
-            _drive(cvdiag.CvdiagMiddleware(slow), _scope("/s", "2.3", "cancel-1"), hang_up_after=None, send_raises=False)
+            _drive(
+                cvdiag.CvdiagMiddleware(slow), _scope("/s", "2.3", "cancel-1"), hang_up_after=None, send_raises=False
+            )
         )
         await asyncio.sleep(0.05)
         task.cancel()
@@ -335,7 +348,10 @@ def test_concurrent_requests_keep_their_own_ids():
     async def main() -> None:
         app = make_app()
         await asyncio.gather(
-            *(_drive(app, _scope("/agent", "2.3", f"conc-{i}"), hang_up_after=None, send_raises=False) for i in range(20))
+            *(
+                _drive(app, _scope("/agent", "2.3", f"conc-{i}"), hang_up_after=None, send_raises=False)
+                for i in range(20)
+            )
         )
 
     with capture("verbose") as cap:

@@ -22,7 +22,10 @@ def test_agent_scope_ok_writes_enter_and_exit():
     with capture() as cap, cvdiag.request_context(test_id="agent-1"), cvdiag.agent_scope("planner", model_id="gpt-4o"):
         pass
     enter, exit_ = cap.events()
-    assert enter["boundary"] == "backend.agent.enter" and enter["metadata"] == {"agent_name": "planner", "model_id": "gpt-4o"}
+    assert enter["boundary"] == "backend.agent.enter" and enter["metadata"] == {
+        "agent_name": "planner",
+        "model_id": "gpt-4o",
+    }
     assert exit_["metadata"]["terminal_outcome"] == "ok" and exit_["outcome"] == "ok"
     assert exit_["duration_ms"] == exit_["metadata"]["total_duration_ms"]
 
@@ -72,14 +75,23 @@ def test_scopes_outside_a_request_bind_one_fresh_id_for_their_duration():
 
 
 def test_llm_call_records_tokens_and_latency():
-    with capture() as cap, cvdiag.request_context(), cvdiag.llm_call("openai", "gpt-4o-mini", prompt_token_count_estimate=12) as call:
+    with (
+        capture() as cap,
+        cvdiag.request_context(),
+        cvdiag.llm_call("openai", "gpt-4o-mini", prompt_token_count_estimate=12) as call,
+    ):
         call.first_token()
         call.record(42, prompt_tokens=12, completion_tokens=42, finish_reason="stop")
     start, response = cap.events()
     assert start["metadata"] == {"provider": "openai", "model": "gpt-4o-mini", "prompt_token_count_estimate": 12}
     md = response["metadata"]
     assert response["outcome"] == "ok" and md["error_class"] is None
-    assert (md["response_token_count"], md["prompt_tokens"], md["completion_tokens"], md["finish_reason"]) == (42, 12, 42, "stop")
+    assert (md["response_token_count"], md["prompt_tokens"], md["completion_tokens"], md["finish_reason"]) == (
+        42,
+        12,
+        42,
+        "stop",
+    )
     assert isinstance(md["ttft_ms"], int) and md["latency_ms"] == response["duration_ms"]
 
 

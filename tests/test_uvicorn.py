@@ -22,11 +22,10 @@ import cvdiag
 
 async def slow_stream(request: Request) -> StreamingResponse:
     async def body() -> AsyncIterator[bytes]:
-        async with cvdiag.agent_scope("streamer"):
-            async with cvdiag.llm_call("openai", "gpt-4o-mini", heartbeat_s=0.05):
-                for i in range(200):
-                    yield f"event: token\ndata: {i}\n\n".encode()
-                    await asyncio.sleep(0.02)
+        async with cvdiag.agent_scope("streamer"), cvdiag.llm_call("openai", "gpt-4o-mini", heartbeat_s=0.05):
+            for i in range(200):
+                yield f"event: token\ndata: {i}\n\n".encode()
+                await asyncio.sleep(0.02)
 
     return StreamingResponse(body(), media_type="text/event-stream")
 
