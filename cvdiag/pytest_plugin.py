@@ -360,10 +360,11 @@ def cvdiag_events(request: pytest.FixtureRequest) -> CvdiagEvents:
 def _log_entries(paths: Sequence[str], test_id: str) -> tuple[list[dict[str, Any]], list[str], float | None]:
     """Envelopes and breadcrumbs of ``test_id`` in the named logs, notes on what could not
     be read, and the time the logs end (it dates an LLM call that never answered)."""
+    notes = [f"{p}: no such file (yet)" for p in paths if not os.path.exists(p)]
     try:
-        found = correlate.timeline(resolve_sources(paths), test_id)
+        found = correlate.timeline(resolve_sources([p for p in paths if os.path.exists(p)]), test_id)
     except (InputError, OSError) as exc:
-        return [], [f"could not read the logs: {exc}"], None
+        return [], [*notes, f"could not read the logs: {exc}"], None
     entries = []
     if found.test_id == test_id:
         for entry in found.entries:
@@ -371,8 +372,9 @@ def _log_entries(paths: Sequence[str], test_id: str) -> tuple[list[dict[str, Any
                 entries.append({**entry.data, "_source": entry.source})
             elif entry.kind == "breadcrumb":
                 entries.append({**entry.data, "_source": entry.source, "_breadcrumb": True})
-    note = found.tally.note()
-    return entries, [note] if note else [], found.log_end
+    if (note := found.tally.note()) is not None:
+        notes.append(note)
+    return entries, notes, found.log_end
 
 
 def _order_key(entry: dict[str, Any]) -> tuple[float, int]:
