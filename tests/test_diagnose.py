@@ -1,0 +1,288 @@
+"""Diagnosis: every failed test gets a root-cause class, a one-sentence reason and evidence.
+
+The labelled corpus (tests/corpus/*.jsonl) pins accuracy; the live tests regenerate a
+few scenarios through the real emitter, so an emitter change that breaks diagnosis fails here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pickle
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from cvdiag.diagnose import CLASSES, Diagnosis, Evidence, Thresholds, classify, diagnose
+from cvdiag.schema import parse_ts
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "corpus"
+
+
+def _load_tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+evaluation = _load_tool("eval_diagnose")
+corpus_tool = _load_tool("make_diagnose_corpus")
+
+
+def _records(*names: str) -> list[dict]:
+    paths = [CORPUS / n for n in names] if names else sorted(CORPUS.glob("*.jsonl"))
+    return evaluation.load(paths)
+
+
+def _envelope(boundary: str, t: float, metadata: dict | None = None, **fields) -> dict:
+    """A minimal envelope at ``t`` seconds after 10:00:00 (what a reader parses)."""
+    seconds = f"{t:06.3f}"
+    env = {
+        "schema_version": 1,
+        "test_id": "t-1",
+        "layer": boundary.split(".", 1)[0],
+        "boundary": boundary,
+        "ts": f"2026-11-21T10:00:{seconds}Z",
+        "mono_ns": int(t * 1e9),
+        "outcome": "info",
+        "edge_headers": {},
+        "metadata": metadata or {},
+    }
+    env.update(fields)
+    return env
+
+
+# -- accuracy on the corpus ------------------------------------------------------------------
+
+
+def test_corpus_precision_and_recall_are_at_least_095_for_every_class():
+    scored = evaluation.score(_records())
+    table = evaluation.metrics(scored)
+    misses = [
+        f"{s.name}: {s.label} -> {s.diagnosis.cls} ({s.diagnosis.reason})" for s in scored if s.label != s.diagnosis.cls
+    ]
+    assert evaluation.failing(table) == [], "\n".join(misses)
+
+
+def test_corpus_has_hand_built_and_emitter_scenarios_for_the_issue():
+    hand = _records("hand.jsonl")
+    backend = _records("backend.jsonl")
+    assert {r["label"] for r in hand + backend} == set(CLASSES)
+    assert {r["source"] for r in backend} == {"emitter"}
+    names = {r["name"].split(" (")[0] for r in backend}
+    for scenario in (
+        "happy-sse",
+        "disconnect-before-first-byte",
+        "disconnect-after-first-byte",
+        "raise-before-response",
+        "raise-mid-stream",
+        "llm-raises",
+        "llm-hanging-killed",
+        "llm-slow-heartbeats",
+        "provider-empty-answer",
+        "agent-error-json",
+        "killed-mid-stream",
+    ):
+        assert scenario in names
+
+
+def test_eval_tool_exits_zero_on_the_corpus_and_prints_the_matrix(capsys):
+    assert evaluation.main([]) == 0
+    out = capsys.readouterr().out
+    assert "precision" in out and "recall" in out
+    assert "llm-stalled" in out
+
+
+def test_eval_tool_fails_when_a_class_is_missing(tmp_path, capsys):
+    only_ok = [r for r in _records("hand.jsonl") if r["label"] == "ok"]
+    path = tmp_path / "ok.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in only_ok))
+    assert evaluation.main([str(path)]) == 1
+
+
+# -- properties of the classifier --------------------------------------------------------------
+
+
+def test_envelope_order_does_not_change_the_verdict():
+    rng = random.Random(4)
+    for record in _records():
+        expected = evaluation.run(record)
+        events = list(record["events"])
+        rng.shuffle(events)
+        got = evaluation.run({**record, "events": events})
+        assert (got.cls, got.reason) == (expected.cls, expected.reason), record["name"]
+
+
+def test_classify_is_repeatable_on_the_same_evidence():
+    record = next(r for r in _records("hand.jsonl") if r["name"] == "llm-stalled-heartbeats-stopped")
+    evidence = Evidence("t")
+    for env in record["events"]:
+        evidence.add(env)
+    end = parse_ts(record["log_end"])
+    assert classify(evidence, log_end=end) == classify(evidence, log_end=end)
+
+
+def test_malformed_envelopes_never_raise():
+    odd = [
+        None,
+        5,
+        "CVDIAG {",
+        {},
+        {"boundary": None},
+        {"boundary": "backend.sse.aborted", "metadata": [1], "edge_headers": "x", "ts": 5, "mono_ns": "z"},
+        {"boundary": "backend.llm.call.response", "outcome": "err", "metadata": {"latency_ms": float("nan")}},
+        {"boundary": "backend.llm.call.heartbeat", "metadata": {"elapsed_ms_since_start": "10"}},
+        {"boundary": "backend.response.complete", "metadata": {"http_status": True, "sse_event_count": None}},
+        {"boundary": "probe.exit", "ts": "not a time", "metadata": {"failure_classifier": 12}},
+        {"boundary": "aimock.match.decision", "metadata": {"reject_reasons": [None, 3]}},
+        {"boundary": "backend.request.ingress", "edge_headers": {"cf-ray": 7, "via": ["squid"]}},
+    ]
+    diagnosis = diagnose(odd)
+    assert diagnosis.cls in CLASSES
+    json.dumps(diagnosis.to_json())
+
+
+def test_evidence_memory_does_not_grow_with_the_number_of_events():
+    evidence = Evidence("t-1")
+    evidence.add(_envelope("backend.llm.call.start", 0.0, {"provider": "openai", "model": "gpt-4o-mini"}))
+    for i in range(200):
+        evidence.add(_envelope("backend.llm.call.heartbeat", 0.001 * i, {"elapsed_ms_since_start": i}))
+    small = len(pickle.dumps(evidence))
+    for i in range(20_000):
+        evidence.add(_envelope("backend.sse.event", 1 + 0.001 * i, {"sequence_num": i}))
+        evidence.add(_envelope(f"backend.custom.b{i}", 1.0, {}))
+    assert len(pickle.dumps(evidence)) < small + 4096
+    assert len(evidence.summary()["boundaries"]) <= 65
+
+
+def test_to_json_has_the_cli_keys_and_serializes():
+    diagnosis = diagnose([_envelope("backend.sse.aborted", 1.0, {"termination_kind": "rst", "bytes_before_abort": 0})])
+    out = diagnosis.to_json()
+    assert list(out) == ["test_id", "class", "confidence", "reason", "evidence"]
+    assert out["class"] == "client-disconnect"
+    json.dumps(out)
+
+
+def test_evidence_carries_the_derived_numbers():
+    record = next(r for r in _records("backend.jsonl") if r["name"].startswith("happy-sse (inner middleware, debug"))
+    facts = evaluation.run(record).evidence
+    assert facts["events_per_layer"]["backend"] == facts["events"]
+    assert facts["boundaries"]["backend.sse.event"] == 5
+    assert facts["ttfb_ms"] is not None and facts["llm_latency_ms"] is not None
+    assert facts["http_status"] == 200 and facts["sse_event_count"] == 5
+    assert facts["completion_tokens"] == 5
+    for key in ("last_heartbeat_elapsed_ms", "bytes_before_abort", "termination_kind", "exception_type"):
+        assert key in facts
+
+
+def test_stalled_llm_reason_quotes_the_log_end_and_last_heartbeat():
+    events = [
+        _envelope("backend.llm.call.start", 1.2, {"provider": "openai", "model": "gpt-4o-mini"}),
+        _envelope("backend.llm.call.heartbeat", 11.2, {"elapsed_ms_since_start": 10000}),
+        _envelope("backend.llm.call.heartbeat", 21.2, {"elapsed_ms_since_start": 20000}),
+    ]
+    got = diagnose(events, log_end=parse_ts("2026-11-21T10:00:42.400Z"))
+    assert got.cls == "llm-stalled"
+    assert got.reason == (
+        "LLM call to openai/gpt-4o-mini started 41.2 s before the log ends; last heartbeat at 20.0 s; no response."
+    )
+
+
+def test_heartbeats_reaching_the_threshold_make_it_slow_not_stalled():
+    events = [
+        _envelope("backend.llm.call.start", 0.0, {"provider": "openai", "model": "o1"}),
+        _envelope("backend.llm.call.heartbeat", 6.0, {"elapsed_ms_since_start": 6000}),
+    ]
+    assert diagnose(events).cls == "llm-stalled"
+    assert diagnose(events, Thresholds(slow_s=5.0)).cls == "llm-slow"
+
+
+def test_client_disconnect_says_before_or_after_first_byte():
+    before = diagnose([_envelope("backend.sse.aborted", 1.0, {"termination_kind": "rst", "bytes_before_abort": 0})])
+    after = diagnose([_envelope("backend.sse.aborted", 1.0, {"termination_kind": "rst", "bytes_before_abort": 90})])
+    assert "before the first byte" in before.reason and before.evidence["disconnect"] == "before-first-byte"
+    assert "after the first byte" in after.reason and after.evidence["disconnect"] == "after-first-byte"
+
+
+def test_llm_failure_behind_a_500_is_llm_error_not_server_error():
+    events = [
+        _envelope(
+            "backend.llm.call.response",
+            1.0,
+            {"provider": "openai", "model": "m", "error_class": "RateLimitError"},
+            outcome="err",
+        ),
+        _envelope("backend.response.complete", 1.1, {"http_status": 500, "sse_event_count": 0}, outcome="err"),
+        _envelope("backend.error.caught", 1.2, {"exception_type": "RateLimitError"}, outcome="err"),
+    ]
+    got = diagnose(events)
+    assert got.cls == "llm-error" and "RateLimitError" in got.reason
+
+
+def test_classes_needing_a_missing_layer_are_not_guessed():
+    aimock_only = [
+        _envelope("aimock.match.decision", 0.0, {"fixture_id": "f-1"}),
+        _envelope("aimock.response.complete", 0.1, {"http_status": 200, "total_bytes": 900}),
+    ]
+    assert diagnose(aimock_only).cls == "ok"  # no probe layer: not "no-backend"
+    backend_only_empty = [
+        _envelope("backend.response.complete", 0.1, {"http_status": 200, "sse_event_count": 0, "content_length": 0}),
+    ]
+    assert diagnose(backend_only_empty).cls == "ok"  # no LLM events: not "provider-empty"
+
+
+def test_app_relaying_its_providers_429_is_not_the_edge():
+    edge = {"retry-after": "20", "cf-ray": "8f1a-FRA"}
+    events = [
+        _envelope("backend.response.complete", 1.0, {"http_status": 429, "sse_event_count": 0}, edge_headers=edge),
+        _envelope("probe.network.response", 1.1, {"status": 429}, edge_headers=edge),
+    ]
+    assert diagnose(events).cls != "edge-interference"
+    assert diagnose(events[1:]).cls == "edge-interference"
+
+
+def test_diagnose_of_nothing_is_ok_with_low_confidence():
+    got = diagnose([])
+    assert isinstance(got, Diagnosis) and got.cls == "ok" and got.confidence < 0.5
+
+
+# -- live: the real emitter, so an emitter change that breaks diagnosis is caught ---------------
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "expected"),
+    [
+        ("happy", "ok"),
+        ("raise-before", "server-error"),
+        ("llm-raise", "llm-error"),
+        ("empty", "provider-empty"),
+        ("agent-error", "agent-error"),
+    ],
+)
+def test_live_scenarios_through_the_real_middleware_get_their_class(endpoint, expected):
+    from emitkit import capture
+    from starlette.testclient import TestClient
+
+    with capture("debug") as captured:
+        client = TestClient(corpus_tool.build_app("inner"), raise_server_exceptions=False)
+        client.get(f"/chat/{endpoint}", headers={"x-test-id": f"live-{endpoint}"})
+        events = [e for e in captured.events() if e["test_id"] == f"live-{endpoint}"]
+    got = diagnose(events, Thresholds(slow_s=corpus_tool.SLOW_S))
+    assert got.cls == expected, got.reason
+
+
+def test_live_client_hanging_up_under_uvicorn_is_client_disconnect(tmp_path):
+    server = corpus_tool._Server("outer", "verbose", tmp_path / "log.ndjson")
+    try:
+        corpus_tool._hang_up_after_first_chunk(server, "live-hangup", "slow-stream")
+    finally:
+        server.stop()
+    events = [e for e in corpus_tool._read_log(tmp_path / "log.ndjson") if e["test_id"] == "live-hangup"]
+    got = diagnose(events, Thresholds(slow_s=corpus_tool.SLOW_S))
+    assert got.cls == "client-disconnect", got.reason
+    assert got.evidence["disconnect"] == "after-first-byte"
