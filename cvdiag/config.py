@@ -205,20 +205,7 @@ def configure(
     Raises ValueError only for an explicit ``tier`` that is not a tier name; the debug
     guard applies however debug was asked for.
     """
-    return apply_settings(
-        build_settings(
-            enabled=enabled,
-            tier=tier,
-            environ=environ,
-            stdout=stdout,
-            file=file,
-            env=env,
-            debug_allow_list=debug_allow_list,
-            queue_size=queue_size,
-            strict=strict,
-            slug=slug,
-        )
-    )
+    return apply_settings(build_settings(**locals()))
 
 
 def count_debug_envelope() -> None:

@@ -29,20 +29,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cvdiag.schema import EDGE_HEADERS
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
 
-EDGE_KEYS = (
-    "cf-ray",
-    "cf-mitigated",
-    "cf-cache-status",
-    "x-railway-edge",
-    "x-railway-request-id",
-    "x-hikari-trace",
-    "retry-after",
-    "via",
-    "server",
-)
+EDGE_KEYS = EDGE_HEADERS
 _BASE = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
 
 
