@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .propagation import copy_context, httpx_hooks, instrument_httpx, uninstrument_httpx, wrap
     from .schema import OUTBOUND_ALLOW_LIST, register_boundary
     from .scopes import LLMCall, agent_scope, llm_call
-    from .scrub import scrub
+    from .scrubber import scrub
 
 _WHERE = {
     "CvdiagMiddleware": "asgi",
@@ -48,7 +48,7 @@ _WHERE = {
     "LLMCall": "scopes",
     "agent_scope": "scopes",
     "llm_call": "scopes",
-    "scrub": "scrub",
+    "scrub": "scrubber",
 }
 
 __all__ = [

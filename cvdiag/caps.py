@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from .schema import EDGE_HEADERS
+from .scrubber import REDACTED
 
 TRUNCATED_OBJECT = "[truncated]"
 _DEMO_CLAMP = 32
@@ -19,7 +20,8 @@ _EDGE_CLAMP = 16
 
 
 def _cut(value: str, keep: int, limit: int) -> str:
-    return value[:keep] + "..." if len(value) > limit else value
+    # The marker stays whole: a reader searching for it must still find it.
+    return value[:keep] + "..." if len(value) > limit and value != REDACTED else value
 
 
 def _cut_metadata(limit: int, keep: int, flatten: bool) -> Callable[[dict[str, Any]], bool]:

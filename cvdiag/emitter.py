@@ -20,7 +20,7 @@ from .caps import render_capped
 from .context import current_context, resolve_slug
 from .ids import new_span_id, new_test_id
 from .schema import ACCOUNTING_SLUG, EDGE_HEADERS, ENVELOPE_CAP_BYTES, OUTCOMES, SCHEMA_VERSION, Boundary, Tier, lookup
-from .scrub import is_sensitive_key, scrub, scrub_tree
+from .scrubber import is_sensitive_key, scrub, scrub_tree
 from .sinks import FileSink, Sink, StdoutSink
 from .writer import Writer
 

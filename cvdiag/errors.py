@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .scrub import scrub
+from .scrubber import scrub
 
 MESSAGE_MAX_BYTES = 512
 STACK_MAX_FRAMES = 8

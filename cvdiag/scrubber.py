@@ -1,0 +1,372 @@
+"""Scrub secrets and PII from every string cvdiag writes (spec section 7).
+
+``scrub`` never raises: a failure inside it returns ``REDACTED`` for the whole value,
+because the one thing worse than a lost diagnostic is a leaked credential.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from . import scrub_patterns as p
+from .scrub_patterns import is_sensitive_key, words
+
+__all__ = ["REDACTED", "SCAN_LIMIT", "is_sensitive_key", "scrub", "scrub_tree"]
+
+REDACTED = "[REDACTED]"
+SCAN_LIMIT = 2048
+_MAX_DEPTH = 32
+_CACHE_MAX_LEN = 256
+# A replacement can change what surrounds the next candidate ("…0100+1 415…" only starts a
+# phone number once the first one is gone), so patterns run until nothing changes.
+_MAX_PASSES = 4
+_BEFORE_MARKER = frozenset(" \t\r\n\"'`,;&(){}<>=:/@")
+_AFTER_MARKER = frozenset(" \t\r\n\"'`,;&){}[]<>@")
+
+# Strings the scrubber itself produced end like this; kept so scrub(scrub(x)) == scrub(x).
+_TRAILER = re.compile(r"…\[unscanned:(\d{1,12})\]\Z")
+# Cut only between tokens, so no prefix of a secret is left behind the cut.
+_DELIMS = " \t\r\n,;&<>(){}[]\"'"
+_CLOSERS = ")]}>\"'"
+
+# A short string made only of these characters, holding none of the hints, cannot match
+# any pattern: it is returned as it is without running them (the common case on the hot path).
+_PLAIN_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ /.,;()[]{}'\"!?-_\t"
+_PLAIN_HINTS = re.compile(
+    "k-|k_|--|xai-|pplx-|glpat-|xox|gsk_|hf_|npm_|gh|whsec_|AIza|A[KSGIRN][A-Z]A|eyJ|earer|EARER|login|PRIVATE"
+)
+_PLAIN_MAX = 64
+
+# ${OPENAI_API_KEY}, {{ secrets.X }}, %(password)s, $(cat key), os.environ['X'], $OPENAI_API_KEY
+_REFERENCE_PREFIXES = ("${", "{{", "%(", "$(", "os.environ", "process.env")
+_ENV_REFERENCE = re.compile(r"\$[A-Z_][A-Z0-9_]{0,127}")
+_MASK_CHARS = "*•·xX.…#-_ "
+_MASK_DELETE = str.maketrans("", "", "*•·….")
+_PLACEHOLDERS = words(
+    "none null nil undefined true false redacted [redacted] <redacted> <hidden> [hidden] [filtered]"
+    " <masked> [masked] changeme"
+)
+# A sensitive word followed by ": <word>" in an error message is prose, not a value.
+_PROSE = words(
+    "a an the is was has had have are be been not no none null empty missing invalid expired required revoked"
+    " malformed provided present absent ok yes set unset bad wrong incorrect denied rejected failed error must"
+    " should cannot could did does for of in on to from with and or unknown unauthorized forbidden refused"
+)
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_CREDENTIAL_CHAR = re.compile(r"[\d./+=~]")
+_OAUTH_CODE_OK = re.compile(r"\d{1,6}|[a-z_.\-]+|[A-Z_.\-]+")
+_HOST_KEY_END = re.compile(r"(?:key|token|password|passwd|pwd|secret|signature|sig|cookie|credentials?|auth\w*)$", re.I)
+
+
+def _is_masked(value: str) -> bool:
+    """Already masked, a placeholder or a reference: nothing secret to replace."""
+    v = value.strip().strip("\"'\\")
+    if not v or v == REDACTED or v.lower() in _PLACEHOLDERS:
+        return True
+    if v.startswith(_REFERENCE_PREFIXES) or _ENV_REFERENCE.fullmatch(v) or (v[0] == "<" and v[-1] == ">"):
+        return True
+    if not v.strip(_MASK_CHARS):
+        return True
+    # sk-proj-****…abcd: a mask run and little left visible (a prefix and the last few chars).
+    if ("…" in v or "..." in v or "***" in v) and len(v.translate(_MASK_DELETE)) <= 16:
+        return True
+    tail = v[max(v.rfind("-"), v.rfind("_")) + 1 :]  # sk-xxxxxxxxxxxx
+    return len(tail) >= 4 and len(set(tail.lower())) == 1 and not tail.isdigit()
+
+
+def _value_replacement(key: str, sep: str, v: re.Match[str]) -> str | None:
+    """What replaces the value after a sensitive key, or None to leave it."""
+    val = v.group(0)
+    if v.group("done") or v.group("ref"):
+        return None
+    if key.strip("_-").lower() == "code" and _OAUTH_CODE_OK.fullmatch(val.strip("\"'\\")):
+        return None  # an error or status code, not an OAuth code
+    scheme = v.group("scheme") or v.group("scheme2") or ""
+    if _is_masked(val[len(scheme) :]):
+        return None
+    quoted = val[0] in "\"'" or val.startswith('\\"')
+    if not quoted and not scheme:
+        if ":" in sep and val.lower() in _PROSE:
+            return None
+        # auth-service:8080 is a host and port.
+        if sep == ":" and val.isdigit() and ("." in key or "-" in key) and not _HOST_KEY_END.search(key):
+            return None
+    if quoted:
+        q = '\\"' if val.startswith('\\"') else val[0]
+        closed = val.endswith(q) and len(val) >= 2 * len(q)
+        return q + REDACTED + (q if closed else "")
+    return scheme + REDACTED
+
+
+def _key_start(text: str, stem_at: int) -> int:
+    """Walk back from a stem to where its key name starts; -1 when it is no key."""
+    start, floor = stem_at, max(0, stem_at - p.KEY_MAX)
+    while start > floor and text[start - 1] in p.KEY_CHARS:
+        start -= 1  # a longer run is read as its last KEY_MAX characters, erring towards redaction
+    while start < stem_at and not (text[start].isalpha() or text[start] == "_"):
+        start += 1  # --password, 3Fpassword (after %3F): the name starts at the letter
+    if start > 1 and text[start - 1] == "-" and text[start - 2] not in "- \t\n":
+        return -1  # the tail of a longer hyphenated name
+    return start
+
+
+def _stem_positions(lowered: str) -> list[int]:
+    found = []
+    for stem in p.KEY_STEMS:
+        at = lowered.find(stem)
+        while at >= 0:
+            found.append(at)
+            at = lowered.find(stem, at + 1)
+    found.sort()
+    return found
+
+
+def _key_values(text: str) -> str:
+    parts = []
+    pos = last = 0
+    lowered = text.lower()
+    if len(lowered) != len(text):  # "İ".lower() is two characters: keep positions aligned
+        lowered = text.translate(_ASCII_LOWER)
+    for at in _stem_positions(lowered):
+        if at < pos or not p.SEPARATOR_AHEAD.match(text, at):
+            continue
+        start = _key_start(text, at)
+        if start < 0 or start < pos:
+            continue
+        m = p.KEY_SEP.match(text, start)
+        if m is None:
+            continue
+        pos = m.end()
+        if not is_sensitive_key(m.group("key")):
+            continue
+        v = p.VALUE.match(text, pos)
+        replacement = None if v is None else _value_replacement(m.group("key"), m.group("sep"), v)
+        if replacement is None:
+            continue
+        parts.append(text[last:pos])
+        parts.append(replacement)
+        pos = last = v.end()
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def _cli_flag(m: re.Match[str]) -> str:
+    if not is_sensitive_key(m.group("flag")) or _is_masked(m.group("val")):
+        return m.group(0)
+    return m.group(0)[: m.start("val") - m.start()] + REDACTED
+
+
+def _netrc(m: re.Match[str]) -> str:
+    return m.group(0) if _is_masked(m.group("val")) else m.group(0)[: m.start("val") - m.start()] + REDACTED
+
+
+def _cookie(m: re.Match[str]) -> str:
+    return m.group(0) if _is_masked(m.group(2)) else m.group(1) + REDACTED
+
+
+def _userinfo(m: re.Match[str]) -> str:
+    return m.group(0) if m.group(1) == REDACTED else "://" + REDACTED + "@"
+
+
+def _bearer(m: re.Match[str]) -> str:
+    token = m.group(2)
+    # "Bearer token expired" is prose: a credential is long or has digits or base64 punctuation.
+    if _is_masked(token) or not (len(token) >= 20 or _CREDENTIAL_CHAR.search(token)):
+        return m.group(0)
+    return m.group(0)[: m.start(2) - m.start()] + REDACTED
+
+
+def _key_shape(m: re.Match[str]) -> str:
+    s, end = m.string, m.end()
+    # sk-…abcd, sk-proj-****abcd, sk-xxxxxxxx: someone already masked it.
+    if s[end : end + 1] in ("…", "*") or s.startswith("...", end):
+        return m.group(0)
+    body = m.group(0).rsplit("-", 1)[-1].rsplit("_", 1)[-1]
+    if len(set(body.lower())) == 1:
+        return m.group(0)
+    return REDACTED
+
+
+def _emails(text: str) -> str:
+    parts = []
+    last = 0
+    for m in p.EMAIL_DOMAIN.finditer(text):
+        at = m.start()
+        if at < last:
+            continue
+        start, floor = at, max(last, at - p.LOCAL_MAX)
+        while start > floor and text[start - 1] in p.LOCAL_CHARS:
+            start -= 1
+        while start < at and not text[start].isalnum():
+            start += 1
+        if start == at or not p.is_email(text[start:at], m.group("tld")):
+            continue
+        parts.append(text[last:start])
+        parts.append(REDACTED)
+        last = m.end()
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+_NUMBER_CHECKS = {
+    "ipv4": p.is_public_ipv4,
+    "ssn": p.is_ssn,
+    "phone": p.is_phone,
+    "card": p.is_card,
+    "intl": p.is_phone,
+    "iban": p.is_iban,
+}
+
+
+def _number(m: re.Match[str]) -> str:
+    return REDACTED if _NUMBER_CHECKS[m.lastgroup or "card"](m.group(0)) else m.group(0)
+
+
+def _ipv6(m: re.Match[str]) -> str:
+    return REDACTED if p.is_public_ipv6(m.group(0)) else m.group(0)
+
+
+def _patterns(text: str) -> str:
+    """Apply every pattern; each is skipped when a cheap test shows it cannot match."""
+    lowered = text.lower()
+    if "private key" in lowered:
+        text = p.PEM.sub(REDACTED, text)
+    if "://" in text and "@" in text:
+        text = p.URL_USERINFO.sub(_userinfo, text)
+    if "cookie" in lowered:
+        text = p.COOKIE_HEADER.sub(_cookie, text)
+    if ":" in text or "=" in text or "%3" in text:
+        text = _key_values(text)
+    if "--" in text:
+        text = p.CLI_FLAG.sub(_cli_flag, text)
+    if "login" in text:
+        text = p.NETRC.sub(_netrc, text)
+    if "bearer" in lowered:
+        text = p.BEARER.sub(_bearer, text)
+    for literal, pattern in p.KEY_SHAPES:
+        if literal in text:
+            text = pattern.sub(_key_shape, text)
+    if "@" in text or "%40" in text:
+        text = _emails(text)
+    if p.NUMBERS_GATE.search(text):
+        text = p.NUMBERS.sub(_number, text)
+    if ":" in text and ("::" in text or p.IPV6_GATE.search(text)):
+        text = p.IPV6.sub(_ipv6, text)
+    return text
+
+
+def _marker_touches_text(text: str) -> bool:
+    """True when a marker is glued to other text, which can make a new match start there."""
+    at = text.find(REDACTED)
+    while at >= 0:
+        end = at + len(REDACTED)
+        if at and text[at - 1] not in _BEFORE_MARKER:
+            return True
+        after = text[end : end + 2]
+        if after and after[0] not in _AFTER_MARKER and not (after[0] == "." and after[1:] in ("", " ", "\n")):
+            return True
+        at = text.find(REDACTED, end)
+    return False
+
+
+def _token_boundary(text: str, limit: int) -> int:
+    """Length of the longest prefix of at most ``limit`` chars that ends between tokens."""
+    at = max(text.rfind(c, 0, limit + 1) for c in _DELIMS)
+    if at < 0:
+        return 0
+    return at + 1 if text[at] in _CLOSERS else at
+
+
+def _is_plain(text: str) -> bool:
+    if len(text) > _PLAIN_MAX or text.strip(_PLAIN_CHARS):
+        return False
+    return _PLAIN_HINTS.search(text) is None
+
+
+def _scrub_text(text: str) -> str:
+    if _is_plain(text):
+        return text
+    dropped = 0
+    trailer = _TRAILER.search(text) if text.endswith("]") else None
+    if trailer:
+        dropped = int(trailer.group(1))
+        text = text[: trailer.start()]
+    if len(text) > SCAN_LIMIT:
+        cut = _token_boundary(text, SCAN_LIMIT)
+        dropped += len(text) - cut
+        text = text[:cut]
+    for _ in range(_MAX_PASSES):
+        scrubbed = _patterns(text)
+        if scrubbed == text:
+            break
+        text = scrubbed
+        if not _marker_touches_text(text):
+            break  # every marker sits between delimiters: another pass would change nothing
+    else:
+        return REDACTED  # still changing: no stable answer, so nothing of it is shown
+    if len(text) > SCAN_LIMIT:  # replacements grew it; keep the result within the limit
+        cut = _token_boundary(text, SCAN_LIMIT)
+        dropped += len(text) - cut
+        text = text[:cut]
+    return f"{text}…[unscanned:{dropped}]" if dropped else text
+
+
+_scrub_short = lru_cache(maxsize=4096)(_scrub_text)
+
+
+def scrub(value: object) -> str:
+    """Return ``value`` as a string with secrets and PII replaced by ``REDACTED``."""
+    try:
+        if value is None:
+            return ""
+        if type(value) is not str:
+            value = str(value)
+        if len(value) <= _CACHE_MAX_LEN:
+            return _scrub_short(value)
+        return _scrub_text(value)
+    except Exception:
+        return REDACTED
+
+
+_PLAIN_TYPES = frozenset({type(None), bool, int, float})
+
+
+def _tree(value: object, depth: int) -> object:
+    # Dispatch on the exact type first: this runs on every envelope's metadata.
+    kind = type(value)
+    if kind is str:
+        return scrub(value)
+    if kind in _PLAIN_TYPES or isinstance(value, bool | int | float):
+        return value
+    if depth >= _MAX_DEPTH:
+        return REDACTED
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if type(k) is str and is_sensitive_key(k):
+                out[k] = None if v is None else REDACTED
+            elif type(v) is str:
+                out[k] = scrub(v)
+            elif type(v) in _PLAIN_TYPES:
+                out[k] = v
+            else:
+                out[k] = _tree(v, depth + 1)
+        return out
+    if isinstance(value, list):
+        return [_tree(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_tree(v, depth + 1) for v in value)
+    return scrub(value)
+
+
+def scrub_tree(value: object) -> object:
+    """Scrub every string leaf of a JSON-like tree; values under sensitive keys go whole."""
+    try:
+        return _tree(value, 0)
+    except Exception:
+        return REDACTED
