@@ -319,3 +319,11 @@ def test_log_filter_and_structlog_processor_carry_the_test_id():
         event = cvdiag.add_cvdiag_context(None, "info", {"event": "hi"})
     assert (record.test_id, record.slug) == ("log-1", "svc")
     assert event == {"event": "hi", "test_id": "log-1", "slug": "svc"}
+
+
+def test_package_face_names_the_functions_not_their_modules():
+    import cvdiag.emitter  # noqa: F401 - importing submodules must not shadow the API
+
+    assert cvdiag.scrub("token sk-test-12345") == "token [REDACTED]"
+    assert callable(cvdiag.emit) and callable(cvdiag.flush)
+    assert set(cvdiag.__all__) <= set(dir(cvdiag))
