@@ -38,7 +38,7 @@ def _header_text(raw: bytes) -> str:
 
 def _edge_headers(found: Mapping[bytes, bytes]) -> Mapping[str, str | None]:
     """Exactly the 9 edge keys; the NO_EDGE_HEADERS constant when none was sent."""
-    if not any(name in found for name in _EDGE):
+    if found.keys().isdisjoint(_EDGE):
         return NO_EDGE_HEADERS
     return {name: (_header_text(found[key]) if (key := name.encode()) in found else None) for name in EDGE_HEADERS}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import threading
 import time
 from collections import deque
@@ -50,6 +51,17 @@ class Writer:
         self._thread: threading.Thread | None = None
         self.dropped = 0
         self.written = 0
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        """A forked child (uvicorn/gunicorn workers) inherits no writer thread: start
+        afresh, without the parent's pending lines, which the parent still writes."""
+        self._queue = deque()
+        self._wake = threading.Event()
+        self._drop_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._thread = None
 
     @property
     def started(self) -> bool:

@@ -322,8 +322,26 @@ def test_log_filter_and_structlog_processor_carry_the_test_id():
 
 
 def test_package_face_names_the_functions_not_their_modules():
-    import cvdiag.emitter  # noqa: F401 - importing submodules must not shadow the API
+    import cvdiag.emitter  # importing submodules must not shadow the API
 
     assert cvdiag.scrub("token sk-test-12345") == "token [REDACTED]"
     assert callable(cvdiag.emit) and callable(cvdiag.flush)
     assert set(cvdiag.__all__) <= set(dir(cvdiag))
+
+
+def test_a_forked_child_gets_its_own_writer(tmp_path):
+    import os
+
+    path = tmp_path / "fork.ndjson"
+    with capture(file=str(path)), cvdiag.request_context(test_id="parent"):
+        cvdiag.emit("backend.agent.enter", {"agent_name": "parent"})
+        cvdiag.flush()  # the writer thread is running now
+        pid = os.fork()
+        if pid == 0:  # the child: emit and flush through a writer of its own
+            with cvdiag.request_context(test_id="child"):
+                cvdiag.emit("backend.agent.enter", {"agent_name": "child"})
+            os._exit(0 if cvdiag.flush(5) else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    ids = [json.loads(line)["test_id"] for line in path.read_text().splitlines()]
+    assert sorted(ids) == ["child", "parent"]

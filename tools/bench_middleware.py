@@ -1,7 +1,8 @@
 """Per-request cost of the middleware, side by side with its peers, in one run.
 
 In-process ASGI (no sockets, so the numbers are the middleware's own cost): a bare
-Starlette app, then the same app under cvdiag off / default / verbose,
+Starlette app, a do-nothing pure ASGI middleware that wraps send and receive (the
+floor any such middleware pays), then the same app under cvdiag off / default / verbose,
 asgi-correlation-id, and OpenTelemetry's ASGI middleware with the SDK tracer and a
 batch span processor. Three endpoints: JSON, a 100-chunk SSE stream, and an agent
 that makes one LLM call (cvdiag scopes; OTel spans for the OTel row).
@@ -67,6 +68,22 @@ def make_app(middleware: list[Middleware], span: Callable[[str], Any]) -> Starle
     return Starlette(routes=routes, middleware=middleware)
 
 
+class PassThrough:
+    """The floor: a pure ASGI middleware that wraps send and receive and does nothing."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def receive_wrapper() -> Any:
+            return await receive()
+
+        async def send_wrapper(message: Any) -> None:
+            await send(message)
+
+        await self.app(scope, receive_wrapper, send_wrapper)
+
+
 def _otel() -> tuple[list[Middleware], Callable[[str], Any]]:
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
     from opentelemetry.sdk.trace import TracerProvider
@@ -93,6 +110,7 @@ def variants() -> dict[str, tuple[Callable[[], None], Starlette]]:
     otel_mw, otel_span = _otel()
     return {
         "bare starlette": (off, make_app([], _no_span)),
+        "pass-through wrapper": (off, make_app([Middleware(PassThrough)], _no_span)),
         "cvdiag off": (off, make_app(cv_mw, _cvdiag_span)),
         "cvdiag default": (cv(True), make_app(cv_mw, _cvdiag_span)),
         "cvdiag verbose": (cv(True, "verbose"), make_app(cv_mw, _cvdiag_span)),
