@@ -16,6 +16,7 @@ from typing import Any
 
 from .context import bind, current_context, new_context, unbind
 from .emitter import active_tier, emit, is_enabled
+from .heartbeat import scheduler
 from .schema import Tier
 
 _CANCELLED = (asyncio.CancelledError, GeneratorExit)
@@ -130,12 +131,12 @@ class llm_call(_Scope):
     """``async with llm_call("openai", "gpt-4o-mini") as call: ...; call.record(...)``.
 
     backend.llm.call.start on entry; a heartbeat every ``heartbeat_s`` while open (an
-    asyncio task under ``async with``, a thread under ``with``); on exit
+    asyncio task under ``async with``, cvdiag's one heartbeat thread under ``with``); on exit
     backend.llm.call.response: ``err`` with the exception's class name, ``timeout``
     with ``CancelledError`` when cancelled, else ``ok``. No heartbeat follows it.
     """
 
-    __slots__ = ("_call", "_closed", "_lock", "_stop", "_task", "heartbeat_s", "model", "prompt_estimate", "provider")
+    __slots__ = ("_call", "_closed", "_lock", "_task", "heartbeat_s", "model", "prompt_estimate", "provider")
 
     def __init__(
         self,
@@ -152,7 +153,6 @@ class llm_call(_Scope):
         self.prompt_estimate = prompt_token_count_estimate
         self._call: LLMCall | None = None
         self._task: asyncio.Task[None] | None = None
-        self._stop: threading.Event | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -170,10 +170,13 @@ class llm_call(_Scope):
         tier = active_tier()
         return tier is not None and tier >= Tier.VERBOSE and self.heartbeat_s > 0
 
-    def _beat(self) -> None:
+    def _beat(self) -> bool:
+        """One heartbeat unless the call has closed; True while it is still open."""
         with self._lock:
-            if not self._closed:
-                emit("backend.llm.call.heartbeat", {"elapsed_ms_since_start": _ms(self._start_ns)})
+            if self._closed:
+                return False
+            emit("backend.llm.call.heartbeat", {"elapsed_ms_since_start": _ms(self._start_ns)})
+            return True
 
     def _finish(self, exc: BaseException | None) -> None:
         with self._lock:  # after this no heartbeat can be written
@@ -203,28 +206,19 @@ class llm_call(_Scope):
         finally:
             self._close()
 
-    # -- sync: a heartbeat thread that runs in a copy of the caller's context --------
+    # -- sync: the shared heartbeat thread beats in a copy of the caller's context ----
 
     def __enter__(self) -> LLMCall:
         call = self._start()
         if self._wants_heartbeat():
-            stop = self._stop = threading.Event()
             ctx = contextvars.copy_context()
-
-            def run() -> None:
-                while not stop.wait(self.heartbeat_s):
-                    ctx.run(self._beat)
-
-            threading.Thread(target=run, name="cvdiag-heartbeat", daemon=True).start()
+            scheduler.add(self.heartbeat_s, lambda: ctx.run(self._beat))
         return call
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._stop is not None:
-            self._stop.set()
-            self._stop = None
-        self._finish(exc)
+        self._finish(exc)  # closes the call: its next beat drops it from the scheduler
 
     # -- async: a heartbeat task on the running loop (it copies the context itself) --
 

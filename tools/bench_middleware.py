@@ -36,7 +36,7 @@ CHUNKS = 100
 
 def _agent_endpoint(span: Callable[[str], Any]) -> Callable[[Request], Any]:
     async def agent(request: Request) -> JSONResponse:
-        with span("agent"), span("llm"):
+        async with span("agent"), span("llm"):
             await asyncio.sleep(0)
         return JSONResponse({"answer": "ok"})
 
@@ -61,6 +61,12 @@ def _cvdiag_span(name: str) -> Any:
 
 def _no_span(name: str) -> Any:
     return contextlib.nullcontext()
+
+
+@contextlib.asynccontextmanager
+async def _otel_span(tracer: Any, name: str) -> AsyncIterator[None]:
+    with tracer.start_as_current_span(name):
+        yield
 
 
 def make_app(middleware: list[Middleware], span: Callable[[str], Any]) -> Starlette:
@@ -96,7 +102,7 @@ def _otel() -> tuple[list[Middleware], Callable[[str], Any]]:
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(Discard()))
     tracer = provider.get_tracer("bench")
-    return [Middleware(OpenTelemetryMiddleware, tracer_provider=provider)], tracer.start_as_current_span
+    return [Middleware(OpenTelemetryMiddleware, tracer_provider=provider)], lambda name: _otel_span(tracer, name)
 
 
 def variants() -> dict[str, tuple[Callable[[], None], Starlette]]:
