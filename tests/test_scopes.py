@@ -179,3 +179,19 @@ def test_resetting_a_context_from_another_task_does_not_blow_up():
         unbind(tokens)
 
     asyncio.run(main())
+
+
+def test_concurrent_sync_calls_share_one_heartbeat_thread():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(i: int) -> None:
+        with cvdiag.request_context(test_id=f"pool-{i}"), cvdiag.llm_call("openai", "m", heartbeat_s=0.02):
+            time.sleep(0.1)
+
+    with capture("verbose") as cap, ThreadPoolExecutor(8) as pool:
+        list(pool.map(call, range(8)))
+        beating = [t for t in threading.enumerate() if t.name == "cvdiag-heartbeat"]
+    assert len(beating) <= 1
+    beats = cap.of("backend.llm.call.heartbeat")
+    assert {b["test_id"] for b in beats} == {f"pool-{i}" for i in range(8)}
