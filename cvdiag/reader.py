@@ -1,0 +1,500 @@
+"""Find CVDIAG lines in any log and turn them into envelopes or breadcrumbs.
+
+Reading is built for big files: a source is scanned with ``bytes.find`` for a few
+markers (C speed, no per-line Python for noise), and only the lines holding a marker
+are parsed, with ``orjson``. (``tests`` goes further, see ``scan``.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import mmap
+import os
+import re
+import sys
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO
+
+import orjson
+
+from .schema import parse_ts
+
+ENVELOPE = 1
+BREADCRUMB = 2
+MALFORMED = 3
+NOTHING = 0
+
+#: A line holding either of these may be an envelope or a breadcrumb (every shape of
+#: spec section 1, escaped or not, contains one of them).
+MARKERS: tuple[bytes, ...] = (b"CVDIAG", b"schema_version")
+
+_PROGRESS_STEP = 8 << 20
+_BLOCK = 16 << 20  # streamed sources (stdin, gzip) are read in blocks this big
+_ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_CRI = re.compile(rb"^(\d{4}-\d\d-\d\dT\S+) (?:stdout|stderr) [PF] ")
+_COMPOSE = re.compile(rb"^[\w.-]+\s*\| ")
+_BREADCRUMB_KEYS = ("component", "boundary", "run_id", "slug", "header_present", "header_value_prefix", "hop", "status")
+_BREADCRUMB_FIELD = re.compile(r"(\w+)=(\S*)")
+
+# Fields the reader relies on, and the types it needs; `validate` is stricter.
+_REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("test_id", str),
+    ("layer", str),
+    ("boundary", str),
+    ("ts", str),
+    ("outcome", str),
+)
+
+
+# Plain slotted classes, not dataclasses: a dataclass compiles its methods when its
+# module is imported (milliseconds each on a slow CI box), and the CLI must start fast.
+
+
+class Tally:
+    """Malformed lines seen while reading: how many, and where the first one was."""
+
+    __slots__ = ("count", "first")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: str | None = None
+
+    def add(self, where: Callable[[], str], reason: str) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = f"{where()}: {reason}"
+
+    def merge(self, other: Tally) -> None:
+        if other.count and self.first is None:
+            self.first = other.first
+        self.count += other.count
+
+    def note(self) -> str | None:
+        """The one-line stderr note, or None when every line was fine."""
+        if not self.count:
+            return None
+        noun = "line" if self.count == 1 else "lines"
+        return f"cvdiag: skipped {self.count} malformed CVDIAG {noun} (first at {self.first})"
+
+
+# -- parsing one line -----------------------------------------------------------------
+
+
+def _check(env: Any) -> str | None:
+    """Why ``env`` cannot be read as an envelope, or None when it can."""
+    if not isinstance(env, dict):
+        return "not a JSON object"
+    if env.get("schema_version") != 1:
+        return f"schema_version is {env.get('schema_version')!r}, not 1"
+    for name, kind in _REQUIRED:
+        if not isinstance(env.get(name), kind):
+            return f"{name} is missing or not a {kind.__name__}"
+    try:
+        ts_seconds(env["ts"])
+    except ValueError:
+        return "ts is not an RFC 3339 time"
+    if not isinstance(env.get("metadata", {}), dict):
+        return "metadata is not an object"
+    mono = env.get("mono_ns", 0)
+    if not isinstance(mono, int) or isinstance(mono, bool):
+        return "mono_ns is not an integer"
+    return None
+
+
+def parse_json_envelope(raw: bytes) -> tuple[int, Any]:
+    """(ENVELOPE, dict) or (MALFORMED, reason) for the JSON text of one envelope."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return MALFORMED, "not UTF-8"
+    try:
+        env = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return MALFORMED, "cut or not JSON"
+    reason = _check(env)
+    return (MALFORMED, reason) if reason else (ENVELOPE, env)
+
+
+def _breadcrumb(text: bytes) -> tuple[int, Any]:
+    """A legacy ``CVDIAG component=...`` line; ``error=`` is free text to the end."""
+    line = text.decode("utf-8", "replace")
+    head, sep, error = line.partition(" error=")
+    fields: dict[str, Any] = {k: v for k, v in _BREADCRUMB_FIELD.findall(head)}
+    if sep:
+        fields["error"] = error
+    if not fields.get("test_id"):
+        return MALFORMED, "breadcrumb without test_id"
+    return BREADCRUMB, fields
+
+
+def unwrap(line: bytes) -> tuple[bytes, str | None]:
+    """Strip container wrappers (Docker json-file, CRI, compose) and ANSI codes.
+
+    Returns the payload and the wrapper's timestamp, if it had one.
+    """
+    wrapper_ts = None
+    if b"\x1b" in line:
+        line = _ANSI.sub(b"", line)
+    line = line.strip()
+    if line.startswith(b'{"log":') or (line.startswith(b"{") and b'"log":' in line and b'"stream"' in line):
+        try:
+            outer = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            outer = None
+        if isinstance(outer, dict) and isinstance(outer.get("log"), str):
+            wrapper_ts = outer.get("time") if isinstance(outer.get("time"), str) else None
+            line = outer["log"].encode("utf-8", "surrogatepass").strip()
+            if b"\x1b" in line:
+                line = _ANSI.sub(b"", line)
+    m = _CRI.match(line)
+    if m:
+        wrapper_ts = m.group(1).decode("ascii", "replace")
+        line = line[m.end() :]
+    m = _COMPOSE.match(line)
+    if m and not line.startswith(b"CVDIAG"):
+        line = line[m.end() :]
+    return line, wrapper_ts
+
+
+def parse_line(line: bytes) -> tuple[int, Any]:
+    """Classify one raw line: (ENVELOPE, dict), (BREADCRUMB, dict), (MALFORMED, reason)
+    or (NOTHING, None) for a line that is simply not CVDIAG output."""
+    # The common case first: the emitter's own prefix, no wrapper.
+    i = line.find(b"CVDIAG {")
+    if i >= 0 and b"\x1b" not in line and not line.startswith(b"{"):
+        kind, value = parse_json_envelope(line[i + 7 :])
+        if kind == ENVELOPE:
+            return kind, value
+    line, _ = unwrap(line)
+    start = 0
+    while True:
+        i = line.find(b"CVDIAG", start)
+        if i < 0:
+            break
+        rest = line[i + 6 :]
+        if rest.startswith(b" {"):
+            return parse_json_envelope(rest[1:])
+        if rest.startswith(b"_EVENT {"):
+            return parse_json_envelope(rest[7:])
+        if rest.startswith(b" component="):
+            return _breadcrumb(rest[1:])
+        start = i + 6
+    if line.startswith(b"{") and b'"schema_version"' in line:
+        return parse_json_envelope(line)
+    return NOTHING, None
+
+
+# -- sources --------------------------------------------------------------------------
+
+
+class Source:
+    """One input: a file (mmap'd when possible), a gzip file, or stdin."""
+
+    __slots__ = ("consumed", "name", "path")
+
+    def __init__(self, name: str, path: str | None) -> None:
+        self.name = name
+        self.path = path  # None for stdin
+        self.consumed = 0  # bytes read so far; ``--follow`` continues from here
+
+    def __getstate__(self) -> tuple[str, str | None, int]:
+        return self.name, self.path, self.consumed
+
+    def __setstate__(self, state: tuple[str, str | None, int]) -> None:
+        self.name, self.path, self.consumed = state
+
+    @property
+    def followable(self) -> bool:
+        return self.path is not None and not self.path.endswith(".gz")
+
+    def size(self) -> int:
+        try:
+            return os.path.getsize(self.path) if self.path else 0
+        except OSError:
+            return 0
+
+    def blocks(self) -> Iterator[Any]:
+        """Buffers that each end on a line boundary (the last may lack its newline)."""
+        if self.path is None:
+            stdin = sys.stdin.buffer
+            if _is_gzip(stdin):
+                with gzip.GzipFile(fileobj=stdin) as gz:
+                    yield from _stream_blocks(gz)
+            else:
+                yield from _stream_blocks(stdin)
+            return
+        with open(self.path, "rb") as fh:
+            if _is_gzip(fh):
+                with gzip.GzipFile(fileobj=fh) as gz:
+                    yield from _stream_blocks(gz)
+                return
+            try:
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except (ValueError, OSError):  # empty file, pipe, or special file
+                for block in _stream_blocks(fh):
+                    self.consumed += len(block)
+                    yield block
+                return
+            self.consumed = len(mm)
+            try:
+                if hasattr(mm, "madvise"):
+                    mm.madvise(mmap.MADV_SEQUENTIAL)
+                yield mm
+            finally:
+                with contextlib.suppress(BufferError):  # a view is still held; the GC unmaps it
+                    mm.close()
+
+
+def _is_gzip(fh: Any) -> bool:
+    """By magic bytes, not by name: ``cat x.gz | cvdiag`` and misnamed files work too."""
+    return fh.peek(2)[:2] == b"\x1f\x8b"
+
+
+def _stream_blocks(fh: BinaryIO) -> Iterator[bytes]:
+    carry = b""
+    while True:
+        try:
+            chunk = fh.read(_BLOCK)
+        except (EOFError, OSError) as exc:  # a cut .gz still yields what it had
+            print(f"cvdiag: input ends early ({exc})", file=sys.stderr)
+            chunk = b""
+        if not chunk:
+            if carry:
+                yield carry
+            return
+        buf = carry + chunk if carry else chunk
+        cut = buf.rfind(b"\n")
+        if cut < 0:  # a line longer than a block: keep growing it
+            carry = buf
+            continue
+        carry = buf[cut + 1 :]
+        yield buf[: cut + 1]
+
+
+class InputError(Exception):
+    """A path that cannot be read; the CLI reports it and exits 1."""
+
+
+def resolve_sources(paths: Iterable[str]) -> list[Source]:
+    """Files as given, directories walked recursively in name order, ``-`` for stdin."""
+    sources: list[Source] = []
+    for p in paths:
+        if p == "-":
+            sources.append(Source("<stdin>", None))
+        elif os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                sources.extend(Source(os.path.join(root, f), os.path.join(root, f)) for f in sorted(files))
+        elif os.path.exists(p):
+            sources.append(Source(p, p))
+        else:
+            raise InputError(f"cannot read {p}: no such file or directory")
+    return sources
+
+
+# -- scanning -------------------------------------------------------------------------
+
+
+def marked_lines(
+    buf: Any, markers: tuple[bytes, ...], start: int = 0, end: int | None = None
+) -> Iterator[tuple[int, int]]:
+    """(start, end) of every line of ``buf[start:end]`` that holds one of ``markers``.
+
+    Noise between marked lines is skipped by ``find`` without touching Python.
+    ``start`` is 0 or the index of a newline, ``end`` a newline or the buffer's end.
+    """
+    n = len(buf) if end is None else end
+    find, rfind = buf.find, buf.rfind
+    nexts = [find(m, start, n) for m in markers]
+    while True:
+        live = [p for p in nexts if p >= 0]
+        if not live:
+            return
+        pos = min(live)
+        ls = rfind(b"\n", start, pos)
+        ls = start if ls < 0 else ls + 1
+        le = find(b"\n", pos, n)
+        if le < 0:
+            le = n
+        yield ls, le
+        start = le + 1
+        if start >= n:
+            return
+        nexts = [p if p >= start or p < 0 else find(m, start, n) for p, m in zip(nexts, markers, strict=True)]
+
+
+WINDOW = 16 << 20
+_COUNT_SLICE = 8 << 20
+
+
+def windows(buf: Any, start: int = 0, end: int | None = None, size: int = WINDOW) -> Iterator[tuple[int, int]]:
+    """Line-aligned ``(start, end)`` slices of ``buf[start:end]``, each ending on a newline.
+
+    For an mmap, the pages of a finished slice are handed back (MADV_DONTNEED), so the
+    resident set stays near one slice however big the file: the pages stay in the page
+    cache, they only stop counting against this process.
+    """
+    n = len(buf) if end is None else end
+    a = start
+    while a < n:
+        b = min(n, a + size)
+        if b < n:
+            nl = buf.find(b"\n", b, n)
+            b = n if nl < 0 else nl
+        yield a, b
+        _release(buf, a, b)
+        a = b
+
+
+def _release(buf: Any, a: int, b: int) -> None:
+    if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    lo = a - a % mmap.PAGESIZE
+    hi = b - b % mmap.PAGESIZE
+    if hi > lo:
+        with contextlib.suppress(OSError, ValueError):
+            buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+_PARALLEL_FIND_BYTES = 64 << 20
+
+
+def lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of the lines of ``buf`` that hold ``needle``, in order.
+
+    A big mmap is searched by two processes, one half each: the search is the whole
+    cost of ``timeline`` and ``find`` runs on one core. The child sends back only the
+    offsets of the lines it found (a test has tens to thousands, never the whole log).
+    """
+    if not isinstance(buf, mmap.mmap) or len(buf) < _PARALLEL_FIND_BYTES or (os.cpu_count() or 1) < 2:
+        for a, b in windows(buf):
+            yield from marked_lines(buf, (needle,), a, b)
+        return
+    mid = buf.find(b"\n", len(buf) // 2)
+    if mid < 0:
+        yield from marked_lines(buf, (needle,))
+        return
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: search the second half, report, and leave without cleanup
+        try:
+            os.close(read_end)
+            found = array(
+                "q", (x for a, b in windows(buf, mid) for span in marked_lines(buf, (needle,), a, b) for x in span)
+            )
+            with os.fdopen(write_end, "wb") as out:
+                out.write(found.tobytes())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    try:
+        for a, b in windows(buf, 0, mid):
+            yield from marked_lines(buf, (needle,), a, b)
+        with os.fdopen(read_end, "rb") as inp:
+            found = array("q", inp.read())
+    finally:
+        os.waitpid(pid, 0)
+    yield from zip(found[::2], found[1::2], strict=True)
+
+
+class LineCounter:
+    """Line numbers of offsets in one buffer, counted incrementally (mmap has no count)."""
+
+    __slots__ = ("base", "buf", "line", "pos")
+
+    def __init__(self, buf: Any, base: int = 1) -> None:
+        self.buf, self.pos, self.line, self.base = buf, 0, base, base
+
+    def at(self, offset: int) -> int:
+        if offset < self.pos:
+            self.pos, self.line = 0, self.base
+        # In slices, so that counting deep into a big mmap never copies or maps it whole.
+        for a, b in windows(self.buf, self.pos, offset, _COUNT_SLICE):
+            self.line += self.buf[a:b].count(b"\n")
+        self.pos = offset
+        return self.line
+
+
+class Hit:
+    """One CVDIAG line found in a source."""
+
+    __slots__ = ("kind", "line", "raw", "source", "value")
+
+    def __init__(self, kind: int, value: Any, source: str, line: int | None, raw: bytes) -> None:
+        self.kind = kind
+        self.value = value  # the envelope or breadcrumb dict, or why the line is malformed
+        self.source = source
+        self.line = line
+        self.raw = raw
+
+
+def read(
+    sources: list[Source],
+    tally: Tally,
+    *,
+    markers: tuple[bytes, ...] = MARKERS,
+    with_lines: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[Hit]:
+    """Every envelope and breadcrumb of ``sources``, in file order, malformed lines
+    counted in ``tally``. ``with_lines`` numbers every hit (needed by ``validate``)."""
+    for src in sources:
+        base = 1
+        for buf in src.blocks():
+            counter = LineCounter(buf, base)
+            done = 0
+            if len(markers) == 1:  # one needle (a test id): a plain search, parallel when big
+                spans = lines_with(buf, markers[0])
+            else:
+                spans = (line for a, b in windows(buf) for line in marked_lines(buf, markers, a, b))
+            for ls, le in spans:
+                raw = buf[ls:le]
+                kind, value = parse_line(raw)
+                if progress is not None and ls - done > _PROGRESS_STEP:
+                    progress(ls - done)
+                    done = ls
+                if kind == NOTHING:
+                    continue
+                if kind == MALFORMED:
+                    tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", value)
+                    if not with_lines:
+                        continue
+                yield Hit(kind, value, src.name, counter.at(ls) if with_lines else None, raw)
+            if progress is not None:
+                progress(len(buf) - done)
+            if isinstance(buf, bytes):
+                base += buf.count(b"\n")
+
+
+_SECONDS: dict[str, float] = {}
+
+
+def ts_seconds(ts: str) -> float:
+    """``parse_ts`` with a cache per whole second, for the millions of emitter timestamps."""
+    if len(ts) == 24 and ts[19] == "." and ts[23] == "Z":
+        base = _SECONDS.get(ts[:19])
+        if base is None:
+            if len(_SECONDS) > 100_000:
+                _SECONDS.clear()
+            base = _SECONDS[ts[:19]] = parse_ts(ts[:19] + "Z")
+        return base + int(ts[20:23]) / 1000.0
+    return parse_ts(ts)
+
+
+_TAIL_BYTES = 1 << 16
+_TS_IN_LINE = re.compile(rb'\\?"ts\\?":\\?"(\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00))')
+
+
+def tail_ts(buf: Any) -> float | None:
+    """The latest envelope ``ts`` in the last 64 KiB of ``buf``: the end of a log,
+    without reading it all (logs are written in time order, give or take a request)."""
+    best = None
+    for m in _TS_IN_LINE.finditer(buf[max(0, len(buf) - _TAIL_BYTES) :]):
+        try:
+            t = parse_ts(m.group(1).decode())
+        except ValueError:
+            continue
+        best = t if best is None or t > best else best
+    return best

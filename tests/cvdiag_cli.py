@@ -1,0 +1,39 @@
+"""Run the installed ``cvdiag`` command as a user would: a subprocess on real files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def command() -> list[str]:
+    """The console script next to this interpreter, else ``python -m cvdiag``."""
+    script = Path(sys.executable).with_name("cvdiag")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("cvdiag")
+    return [found] if found else [sys.executable, "-m", "cvdiag"]
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run(*args: str | os.PathLike, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Result:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "CVDIAG_TRACEBACK")}
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [*command(), *map(str, args)],
+        input=stdin if stdin is not None else b"",
+        capture_output=True,
+        env=full_env,
+        timeout=120,
+    )
+    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
