@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import config
 from .context import RequestContext, bind, resolve_slug, unbind
-from .emitter import NO_EDGE_HEADERS, active_tier, emit_edge
+from .emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge
 from .errors import error_metadata
 from .ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from .schema import EDGE_HEADER_MAX_CHARS, EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
@@ -72,10 +72,6 @@ def _event_type(chunk: bytes) -> str:
             name = line[6:].strip().decode("utf-8", "replace")
             return name[:64] or "message"
     return "message"
-
-
-def _ms(start_ns: int) -> int:
-    return (time.monotonic_ns() - start_ns) // 1_000_000
 
 
 class CvdiagMiddleware:
@@ -185,7 +181,7 @@ class CvdiagMiddleware:
                     if tier is not Tier.DEFAULT:
                         emit_edge(
                             "backend.sse.first_byte",
-                            {"delta_ms_from_ingress": _ms(start_ns)},
+                            {"delta_ms_from_ingress": elapsed_ms(start_ns)},
                             outcome="ok",
                             duration_ms=None,
                             edge_headers=response_edge,
@@ -256,7 +252,7 @@ class CvdiagMiddleware:
     ) -> None:
         """Exactly one terminal envelope (spec section 8), then error.caught if an
         exception must be explained."""
-        elapsed = _ms(start_ns)
+        elapsed = elapsed_ms(start_ns)
         cancelled = isinstance(error, _CANCELLED)
         gone = disconnected or isinstance(error, _CLIENT_GONE)
         explain = error is not None and not cancelled and not gone and isinstance(error, Exception)

@@ -127,7 +127,13 @@ def _raise_pending() -> None:
         raise CvdiagError(f"cvdiag sink failed: {type(exc).__name__}: {exc}") from exc
 
 
-# --- timestamps -------------------------------------------------------------------
+# --- clocks -----------------------------------------------------------------------
+
+
+def elapsed_ms(start_ns: int) -> int:
+    """Whole milliseconds since ``start_ns`` on the monotonic clock."""
+    return (time.monotonic_ns() - start_ns) // 1_000_000
+
 
 _second_cache: list[Any] = [-1, ""]
 

@@ -15,15 +15,11 @@ from types import TracebackType
 from typing import Any
 
 from .context import bind, current_context, new_context, unbind
-from .emitter import active_tier, emit, is_enabled
+from .emitter import active_tier, elapsed_ms, emit, is_enabled
 from .heartbeat import scheduler
 from .schema import Tier
 
 _CANCELLED = (asyncio.CancelledError, GeneratorExit)
-
-
-def _ms(start_ns: int) -> int:
-    return (time.monotonic_ns() - start_ns) // 1_000_000
 
 
 class _Scope:
@@ -75,7 +71,7 @@ class agent_scope(_Scope):
                 terminal = "cancelled"
             else:
                 terminal = "error"
-            elapsed = _ms(self._start_ns)
+            elapsed = elapsed_ms(self._start_ns)
             emit(
                 "backend.agent.exit",
                 {"terminal_outcome": terminal, "total_duration_ms": elapsed},
@@ -124,7 +120,7 @@ class LLMCall:
 
     def first_token(self) -> None:
         """Mark the first streamed token now (sets ttft_ms once)."""
-        self._fields.setdefault("ttft_ms", _ms(self._start_ns))
+        self._fields.setdefault("ttft_ms", elapsed_ms(self._start_ns))
 
 
 class llm_call(_Scope):
@@ -175,14 +171,14 @@ class llm_call(_Scope):
         with self._lock:
             if self._closed:
                 return False
-            emit("backend.llm.call.heartbeat", {"elapsed_ms_since_start": _ms(self._start_ns)})
+            emit("backend.llm.call.heartbeat", {"elapsed_ms_since_start": elapsed_ms(self._start_ns)})
             return True
 
     def _finish(self, exc: BaseException | None) -> None:
         with self._lock:  # after this no heartbeat can be written
             self._closed = True
         try:
-            latency = _ms(self._start_ns)
+            latency = elapsed_ms(self._start_ns)
             if exc is None:
                 outcome, error_class = "ok", None
             elif isinstance(exc, _CANCELLED):
