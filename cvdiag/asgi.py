@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import config
 from .context import RequestContext, bind, resolve_slug, unbind
-from .emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge
+from .emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge, note_internal_error
 from .errors import error_metadata
 from .ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from .schema import EDGE_HEADER_MAX_CHARS, EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
@@ -107,24 +107,35 @@ class CvdiagMiddleware:
         path = path.rstrip("/") or "/"
         return path in self.exclude_paths or any(path.startswith(p + "/") for p in self.exclude_paths if p != "/")
 
+    def _adopt(self, scope: Scope) -> tuple[RequestContext, bool, dict[bytes, bytes]]:
+        """The request's context from its headers (spec section 5), whether the test id
+        was adopted, and the request headers cvdiag reads."""
+        found = _pick(scope.get("headers") or (), self._wanted)
+        adopted = sanitize_test_id(found.get(self.test_id_header))
+        test_id = adopted or new_test_id()
+        slug_raw = found.get(self.slug_header)
+        ctx = RequestContext(
+            test_id=test_id,
+            trace_id=test_id,
+            slug=resolve_slug(slug_raw, self.slug) if slug_raw else self.slug or resolve_slug(),
+            demo=demo_from_path(scope.get("path") or "/"),
+            forward={k.decode(): v.decode("latin-1")[:256] for k in _FORWARD if (v := found.get(k)) is not None},
+        )
+        return ctx, adopted is not None, found
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not config.get_settings().enabled or self._excluded(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
 
         start_ns = time.monotonic_ns()
-        found = _pick(scope.get("headers") or (), self._wanted)
-        adopted = sanitize_test_id(found.get(self.test_id_header))
-        test_id = adopted or new_test_id()
-        ctx = RequestContext(
-            test_id=test_id,
-            trace_id=test_id,
-            slug=resolve_slug(slug_raw, self.slug)
-            if (slug_raw := found.get(self.slug_header))
-            else self.slug or resolve_slug(),
-            demo=demo_from_path(scope.get("path", "/")),
-            forward={k.decode(): v.decode("latin-1")[:256] for k in _FORWARD if (v := found.get(k)) is not None},
-        )
+        try:
+            ctx, adopted, found = self._adopt(scope)
+        except Exception:  # a malformed scope: serve the request as if cvdiag were absent
+            note_internal_error()
+            await self.app(scope, receive, send)
+            return
+        test_id = ctx.test_id
         tokens = bind(ctx)
         # Resolved once per request: the per-chunk path must stay a counter unless
         # debug is on. The emitter re-checks every envelope, so lowering the tier still
@@ -137,7 +148,7 @@ class CvdiagMiddleware:
                     "method": scope.get("method"),
                     "path": scope.get("path"),
                     "content_length": _content_length(found.get(_CONTENT_LENGTH)),
-                    "inbound_test_id_adopted": adopted is not None,
+                    "inbound_test_id_adopted": adopted,
                 },
                 outcome="info",
                 duration_ms=None,
@@ -155,15 +166,38 @@ class CvdiagMiddleware:
         async def receive_wrapper() -> Message:
             nonlocal disconnected
             message = await receive()
-            if message["type"] == "http.disconnect" and not finished:
+            if message.get("type") == "http.disconnect" and not finished:
                 disconnected = True
             return message
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal status, declared_length, is_sse, response_edge, started, finished, first_byte
-            nonlocal disconnected, bytes_sent, sse_events, sse_sequence
-            kind = message["type"]
-            body = b""
+            nonlocal started, finished, disconnected, bytes_sent, sse_events
+            kind = message.get("type")
+            original = message
+            try:
+                message = observe(message)
+            except Exception:  # cvdiag's bookkeeping must never break the response
+                note_internal_error()
+                message = original
+            try:
+                await send(message)
+            except OSError:  # ASGI spec 2.4 servers: the client is gone
+                disconnected = True
+                raise
+            if kind == "http.response.start":
+                started = True
+            elif kind == "http.response.body":
+                body = message.get("body") or b""
+                bytes_sent += len(body)
+                if body and is_sse:
+                    sse_events += 1
+                if not message.get("more_body", False):
+                    finished = True
+
+        def observe(message: Message) -> Message:
+            """Note what is being sent; return the message to send (with the id echoed)."""
+            nonlocal status, declared_length, is_sse, response_edge, first_byte, sse_sequence
+            kind = message.get("type")
             if kind == "http.response.start":
                 status = message.get("status", 0)
                 headers = list(message.get("headers") or ())
@@ -199,19 +233,7 @@ class CvdiagMiddleware:
                         edge_headers=None,
                     )
                     sse_sequence += 1
-            try:
-                await send(message)
-            except OSError:  # ASGI spec 2.4 servers: the client is gone
-                disconnected = True
-                raise
-            if kind == "http.response.start":
-                started = True
-            elif kind == "http.response.body":
-                bytes_sent += len(body)
-                if body and is_sse:
-                    sse_events += 1
-                if not message.get("more_body", False):
-                    finished = True
+            return message
 
         error: BaseException | None = None
         try:
@@ -233,6 +255,8 @@ class CvdiagMiddleware:
                     disconnected=disconnected,
                     edge=response_edge,
                 )
+            except Exception:  # never replace the app's own exception with ours
+                note_internal_error()
             finally:
                 unbind(tokens)
 

@@ -120,6 +120,16 @@ def stats() -> dict[str, int]:
     }
 
 
+def note_internal_error() -> None:
+    """Count a failure of cvdiag's own instrumentation; re-raise it in strict mode.
+
+    Call from an ``except`` block: the host goes on as if cvdiag were not there.
+    """
+    counters.internal_errors += 1
+    if config.get_settings().strict:
+        raise
+
+
 def _raise_pending() -> None:
     if _pending_error:
         exc = _pending_error.pop(0)
@@ -295,9 +305,7 @@ def emit_edge(
     try:
         _emit(settings, boundary, metadata, outcome, duration_ms, edge_headers)
     except Exception:
-        counters.internal_errors += 1
-        if settings.strict:
-            raise
+        note_internal_error()
 
 
 def _emit(

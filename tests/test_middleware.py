@@ -372,3 +372,39 @@ def test_other_scopes_pass_through_untouched():
     with capture("debug") as cap:
         asyncio.run(cvdiag.CvdiagMiddleware(app)({"type": "lifespan"}, None, None))  # type: ignore[arg-type]
     assert seen == ["lifespan"] and cap.events() == []
+
+
+def test_malformed_scope_is_served_as_if_cvdiag_were_absent():
+    sent: list[dict] = []
+
+    async def app(scope: dict, receive: Callable, send: Callable) -> None:
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = _scope("/x", "2.3", "ignored")
+    scope["headers"] = [(b"x-test-id", 12345)]  # a server bug: the value is not bytes
+    before = cvdiag.stats()["internal_errors"]
+    with capture("debug") as cap:
+        asyncio.run(cvdiag.CvdiagMiddleware(app)(scope, None, send))  # type: ignore[arg-type]
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert cap.events() == [] and cvdiag.stats()["internal_errors"] == before + 1
+
+
+def test_odd_response_headers_never_break_the_response():
+    sent: list[dict] = []
+
+    async def app(scope: dict, receive: Callable, send: Callable) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", 2)]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    with capture("default") as cap:
+        asyncio.run(cvdiag.CvdiagMiddleware(app)(_scope("/x", "2.3", "odd-1"), None, send))  # type: ignore[arg-type]
+    assert sent[0]["headers"] == [(b"content-length", 2)]  # sent as the app gave it
+    done = cap.one("backend.response.complete")
+    assert done["test_id"] == "odd-1" and done["metadata"]["content_length"] == 2
