@@ -72,9 +72,10 @@ def _evidence_class() -> Any:
     return Evidence
 
 
-#: Tests whose diagnosis evidence one process holds at a time (a few KB each); more
-#: tests than this cost another pass over the inputs, not more memory.
-EVIDENCE_BUDGET = int(os.environ.get("CVDIAG_EVIDENCE_BUDGET", 10_000))
+#: Tests whose diagnosis evidence one process holds at a time (about 1.7 KB each, so
+#: about 70 MB at most); more tests than this cost another pass over the inputs, not
+#: more memory.
+EVIDENCE_BUDGET = int(os.environ.get("CVDIAG_EVIDENCE_BUDGET", 40_000))
 
 
 def _diagnoses(evidence: dict[bytes, Any], slow_s: float, log_end: float | None, keep_json: bool) -> dict[bytes, Any]:

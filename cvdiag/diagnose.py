@@ -2,7 +2,7 @@
 
 The read side folds every envelope of a test into an ``Evidence`` (a streaming
 accumulator: counters and a few first/last values, never the events themselves, so a
-GB-sized log costs a few kilobytes per test id), then ``classify`` runs the rules of
+GB-sized log costs under 2 KB per test id), then ``classify`` runs the rules of
 ``diagnose_rules.RULES`` in precedence order and the first that matches names the
 class. Causes deeper in the chain come first: an LLM failure that made the endpoint
 raise is ``llm-error``, not ``server-error``. A rule that needs a layer the log lacks
@@ -14,13 +14,16 @@ Pure: no I/O, no clock, no Starlette or structlog (the CLI imports this at start
 from __future__ import annotations
 
 import math
+import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
 from .diagnose_rules import RULES, names_runner_crash
-from .schema import FAILURE_OUTCOMES, LAYERS, parse_ts
+from .schema import FAILURE_OUTCOMES, LAYERS
 
 #: Every class ``classify`` can return, in precedence order (the first rule that matches wins).
 CLASSES: tuple[str, ...] = (
@@ -114,39 +117,132 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
+# Names repeat across thousands of tests (boundaries, providers, models): one copy each.
+# Interned strings are freed with their last user, so a log inventing names cannot grow this.
+_intern = sys.intern
 
-class _Pick:
-    """Keeps the earliest (or latest) value offered, ordered by (ts, mono_ns).
 
-    Envelopes arrive in any order (several files merged), so "first" and "last" are
-    decided by the key, not by arrival. A value without a key never displaces one
-    that has a key; among keyless values the first offered stays.
+def _name(value: Any) -> str | None:
+    text = _text(value)
+    return None if text is None else _intern(text)
+
+
+_LAYER_NAMES = ("aimock", "backend", "other", "probe")  # sorted, as the summary lists them
+_LAYER_OF = {name: name for name in LAYERS}
+
+
+class _Shape:
+    """The boundary names a test has seen, in order of first sight, shared between tests.
+
+    Tests of one app see the same few sequences of names, so the histogram of each
+    test is a list of counts plus a pointer to one of a few shared shapes (a shared
+    dict per test would cost more than the rest of its evidence). A shape knows the
+    shape one new name leads to; past ``_MAX_SHAPES`` new shapes are not remembered,
+    so a log inventing names cannot grow the cache.
     """
 
-    __slots__ = ("_latest", "key", "value")
+    __slots__ = ("index", "names", "next")
 
-    def __init__(self, *, latest: bool = False) -> None:
-        self._latest = latest
-        self.key: tuple[float, int] | None = None
-        self.value: Any = None
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.index = {name: i for i, name in enumerate(names)}
+        self.next: dict[str, _Shape] = {}
+
+    def then(self, name: str) -> _Shape:
+        shape = self.next.get(name)
+        if shape is None:
+            shape = _Shape((*self.names, name))
+            if _SHAPES[0] < _MAX_SHAPES:
+                _SHAPES[0] += 1
+                self.next[name] = shape
+        return shape
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickle the names, not the cache behind them
+        return _Shape, (self.names,)
+
+
+_MAX_SHAPES = 4096
+_SHAPES = [0]  # shapes remembered so far
+_NO_BOUNDARIES = _Shape(())
+
+
+class _Response:
+    """The numbers of the last LLM response (a dict per test would cost five times more)."""
+
+    __slots__ = ("completion_tokens", "latency_ms", "model", "prompt_tokens", "provider", "response_token_count")
+
+    def __init__(
+        self, provider: str | None, model: str | None, latency_ms: float | None,
+        response_token_count: int | None, prompt_tokens: int | None, completion_tokens: int | None,
+    ) -> None:  # fmt: skip
+        self.provider, self.model, self.latency_ms = provider, model, latency_ms
+        self.response_token_count, self.prompt_tokens = response_token_count, prompt_tokens
+        self.completion_tokens = completion_tokens
+
+
+_NO_RESPONSE = _Response(None, None, None, None, None, None)
+
+
+class _Pick:
+    """One kept value and its order key (ts, mono_ns); see ``_earliest`` and ``_latest``.
+
+    A test holds a dozen of these, most never offered: the slot stays None until the
+    first offer, so an unused pick costs a pointer, not an object.
+    """
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: int | None, value: Any) -> None:
+        self.key, self.value = key, value
 
     def __bool__(self) -> bool:
         return self.value is not None
 
-    def offer(self, key: tuple[float, int] | None, value: Any) -> None:
-        if self.value is not None:
-            if key is None:
-                return
-            if self.key is not None and ((key < self.key) if self._latest else (key >= self.key)):
-                return
-        self.key, self.value = key, value
+
+# Envelopes arrive in any order (several files merged), so "first" and "last" are decided
+# by the key, not by arrival. A value without a key never displaces one that has a key;
+# among keyless values the first offered stays.
+
+
+def _earliest(pick: _Pick | None, key: int | None, value: Any) -> _Pick:
+    """``pick`` keeping the earlier of what it holds and ``value`` (a new pick if None)."""
+    if pick is None:
+        return _Pick(key, value)
+    if _earlier(pick.value, pick.key, key):
+        pick.key, pick.value = key, value
+    return pick
+
+
+def _latest(pick: _Pick | None, key: int | None, value: Any) -> _Pick:
+    """``pick`` keeping the later of what it holds and ``value`` (a new pick if None)."""
+    if pick is None:
+        return _Pick(key, value)
+    if _later(pick.value, pick.key, key):
+        pick.key, pick.value = key, value
+    return pick
+
+
+def _earlier(held: Any, held_key: int | None, key: int | None) -> bool:
+    """Does an offer at ``key`` replace ``held`` (None: nothing yet) as the earliest?"""
+    return held is None or (key is not None and (held_key is None or key < held_key))
+
+
+def _later(held: Any, held_key: int | None, key: int | None) -> bool:
+    """Does an offer at ``key`` replace ``held`` (None: nothing yet) as the latest?"""
+    return held is None or (key is not None and (held_key is None or key >= held_key))
+
+
+def _value(pick: _Pick | None) -> Any:
+    return None if pick is None else pick.value
 
 
 class Evidence:
     """Everything ``classify`` needs about one test, folded one envelope at a time.
 
     Memory stays constant in the number of envelopes: counters, small bounded
-    dictionaries and a few first/last values.
+    dictionaries and a few first/last values. The CLI holds one per test of a log
+    (tens of thousands), so each costs about 1.7 KB: what most tests never fill costs
+    a None slot, what they all fill sits in slots of its own rather than in objects.
     """
 
     __slots__ = (
@@ -155,15 +251,21 @@ class Evidence:
         "agent_bad",
         "agent_exits",
         "agent_name",
+        "agent_name_key",
         "aimock_bytes",
         "aimock_chunk_bytes",
         "aimock_decisions",
+        "aimock_events",
         "aimock_matched",
         "aimock_reject",
+        "backend_events",
         "backend_statuses",
-        "boundaries",
+        "boundary_counts",
+        "boundary_other",
+        "boundary_shape",
         "complete_5xx",
         "complete_last",
+        "complete_last_key",
         "complete_ok_bodiless",
         "complete_ok_empty",
         "complete_ok_with_events",
@@ -177,19 +279,28 @@ class Evidence:
         "errors",
         "events",
         "failures",
-        "first",
+        "first_boundary",
         "first_byte",
+        "first_byte_key",
+        "first_key",
+        "first_ts",
         "heartbeat_last",
+        "heartbeat_last_key",
         "heartbeat_max",
         "heartbeats",
         "ingress",
-        "last",
-        "last_backend",
-        "layers",
+        "last_backend_boundary",
+        "last_backend_key",
+        "last_backend_ts",
+        "last_boundary",
+        "last_key",
+        "last_ts",
         "llm_errors",
         "llm_first_error",
         "llm_last_response",
+        "llm_last_response_key",
         "llm_last_start",
+        "llm_last_start_key",
         "llm_ok",
         "llm_ok_with_tokens",
         "llm_ok_zero_tokens",
@@ -197,10 +308,12 @@ class Evidence:
         "llm_slowest",
         "llm_starts",
         "llm_timeouts",
+        "other_events",
         "probe_alternate",
         "probe_console_errors",
         "probe_console_first",
         "probe_crash",
+        "probe_events",
         "probe_exit",
         "probe_first_tokens",
         "probe_network_errors",
@@ -213,26 +326,39 @@ class Evidence:
         self.test_id = test_id
         self.events = 0
         self.skipped = 0  # envelopes too odd to use (not a mapping, no boundary)
-        self.layers: dict[str, int] = {}
-        self.boundaries: dict[str, int] = {}
+        self.aimock_events = self.backend_events = self.other_events = self.probe_events = 0
+        # The boundary histogram: names in a shape shared by the tests that saw the same
+        # names in the same order, counts in a list of this test's own.
+        self.boundary_shape = _NO_BOUNDARIES
+        self.boundary_counts: list[int] = []
+        self.boundary_other = 0  # envelopes beyond _MAX_BOUNDARY_NAMES names
         self.failures = 0  # envelopes whose outcome is err or timeout
-        self.first = _Pick()
-        self.last = _Pick(latest=True)
-        self.last_backend = _Pick(latest=True)
+        # The earliest and latest envelope, and the latest of the backend: key, ts, boundary
+        # in slots of their own (the boundary, always a str, says whether one was seen).
+        self.first_key: int | None = None
+        self.first_ts: str | None = None
+        self.first_boundary: str | None = None
+        self.last_key: int | None = None
+        self.last_ts: str | None = None
+        self.last_boundary: str | None = None
+        self.last_backend_key: int | None = None
+        self.last_backend_ts: str | None = None
+        self.last_backend_boundary: str | None = None
         # probe (harness)
-        self.probe_crash = _Pick()  # (boundary, error text)
-        self.probe_exit = _Pick(latest=True)  # (terminal_outcome, first_token_delta_ms, failure_classifier)
+        self.probe_crash: _Pick | None = None  # (boundary, error text)
+        self.probe_exit: _Pick | None = None  # (terminal_outcome, first_token_delta_ms, failure_classifier)
         self.probe_first_tokens = 0
         self.probe_alternate = 0
         self.probe_console_errors = 0
-        self.probe_console_first = _Pick()
+        self.probe_console_first: _Pick | None = None
         self.probe_network_errors = 0
         # edge
-        self.edge_mitigated = _Pick()  # (layer, boundary, value)
-        self.edge_proxy = _Pick()  # (layer, via)
-        self.edge_rays: dict[str, dict[str, tuple[float, int]]] = {}  # layer -> earliest few rays
-        self.edge_retry: dict[int, _Pick] = {}  # status -> first (layer, retry-after)
-        self.backend_statuses: set[int] = set()
+        self.edge_mitigated: _Pick | None = None  # (layer, boundary, value)
+        self.edge_proxy: _Pick | None = None  # (layer, via)
+        # The dictionaries and sets below stay None until a test needs one: most never do.
+        self.edge_rays: dict[str, dict[str, float]] | None = None  # layer -> earliest few rays
+        self.edge_retry: dict[int, _Pick] | None = None  # status -> first (layer, retry-after)
+        self.backend_statuses: tuple[int, ...] = ()  # distinct, at most _MAX_STATUSES
         # LLM
         self.llm_starts = 0
         self.llm_responses = 0
@@ -241,36 +367,42 @@ class Evidence:
         self.llm_ok_zero_tokens = 0  # ok calls that reported 0 tokens explicitly (not null)
         self.llm_errors = 0
         self.llm_timeouts = 0
-        self.llm_first_error = _Pick()  # (error_class, provider, model, latency_ms)
-        self.llm_last_start = _Pick(latest=True)  # (provider, model)
-        self.llm_last_response = _Pick(latest=True)  # dict of the response's numbers
+        self.llm_first_error: _Pick | None = None  # (error_class, provider, model, latency_ms)
+        self.llm_last_start: tuple[str | None, str | None] | None = None  # (provider, model)
+        self.llm_last_start_key: int | None = None
+        self.llm_last_response: _Response | None = None
+        self.llm_last_response_key: int | None = None
         self.llm_slowest: tuple[float, str, str] | None = None  # (latency_ms, provider, model)
         self.heartbeats = 0
-        self.heartbeat_last = _Pick(latest=True)  # elapsed_ms_since_start
+        self.heartbeat_last: float | None = None  # elapsed_ms_since_start
+        self.heartbeat_last_key: int | None = None
         self.heartbeat_max: float | None = None
         # backend request/stream
         self.ingress = 0
-        self.first_byte = _Pick()  # delta_ms_from_ingress (or -1.0 when absent)
+        self.first_byte: float | None = None  # delta_ms_from_ingress (or -1.0 when absent)
+        self.first_byte_key: int | None = None
         self.sse_events = 0
-        self.aborts: dict[str, int] = {}
-        self.abort_first: dict[str, _Pick] = {}  # kind -> (bytes_before_abort, duration_ms)
+        self.aborts: dict[str, int] | None = None
+        self.abort_first: dict[str, _Pick] | None = None  # kind -> (bytes_before_abort, duration_ms)
         self.completes = 0
         self.complete_ok_with_events = 0
         self.complete_ok_empty = 0  # ok completions with 0 SSE events
         self.complete_ok_bodiless = 0  # ... that also sent 0 bytes
         self.completes_5xx = 0
-        self.complete_5xx = _Pick()  # (http_status, total_duration_ms) of the first
-        self.complete_last = _Pick(latest=True)  # (http_status, sse_event_count, total_duration_ms)
+        self.complete_5xx: _Pick | None = None  # (http_status, total_duration_ms) of the first
+        self.complete_last: tuple[int | None, int | None, float | None] | None = None  # status, events, total ms
+        self.complete_last_key: int | None = None
         self.errors = 0
-        self.error_first = _Pick()  # (exception_type, message_scrubbed)
-        self.agent_name = _Pick(latest=True)
-        self.agent_bad = _Pick()  # terminal_outcome error/cancelled
+        self.error_first: _Pick | None = None  # (exception_type, message_scrubbed)
+        self.agent_name: str | None = None
+        self.agent_name_key: int | None = None
+        self.agent_bad: _Pick | None = None  # terminal_outcome error/cancelled
         self.agent_exits = 0
         # aimock
         self.aimock_decisions = 0
         self.aimock_matched = 0
-        self.aimock_reject = _Pick()
-        self.aimock_bytes = _Pick(latest=True)  # total_bytes or bytes_before_abort
+        self.aimock_reject: _Pick | None = None
+        self.aimock_bytes: _Pick | None = None  # total_bytes or bytes_before_abort
         self.aimock_chunk_bytes = 0
 
     # -- folding ---------------------------------------------------------------------------
@@ -282,38 +414,85 @@ class Evidence:
         except Exception:  # a reader must survive any parsed-but-malformed envelope
             self.skipped += 1
 
+    def add_head(self, layer: Any, boundary: Any, outcome: Any, ts: Any, mono_ns: Any) -> None:
+        """Fold an envelope from its head fields alone, as ``add`` would fold all of it.
+
+        For the scan path: right only when ``needs_body(boundary)`` is False and the
+        envelope's edge headers are all null, which is most of a log (every SSE event),
+        and then no JSON parse is needed. Never raises.
+        """
+        try:
+            head = self._fold_head(boundary, layer, outcome, ts, mono_ns)
+            if head is not None:
+                handler = _HANDLERS.get(head[0])
+                if handler is not None:
+                    handler(self, _EMPTY, outcome, head[2], _EMPTY)
+        except Exception:
+            self.skipped += 1
+
+    @staticmethod
+    def needs_body(boundary: str) -> bool:
+        """Can an envelope of this boundary add a fact beyond its head (metadata, duration)?"""
+        handler = _HANDLERS.get(boundary)
+        return handler is not None and handler not in _HEAD_ONLY_HANDLERS
+
+    def _fold_head(self, boundary: Any, layer: Any, outcome: Any, ts: Any, mono: Any) -> tuple[str, str, Any] | None:
+        """Count one envelope and keep its place in time: (boundary, layer, key), or None
+        when nothing more is to be learnt from it (no boundary, or cvdiag accounting)."""
+        if type(boundary) is not str:
+            self.skipped += 1
+            return None
+        self.events += 1
+        boundary = _intern(boundary)
+        shape = self.boundary_shape
+        index = shape.index.get(boundary)
+        if index is not None:
+            self.boundary_counts[index] += 1
+        elif len(shape.names) < _MAX_BOUNDARY_NAMES:
+            self.boundary_shape = shape.then(boundary)
+            self.boundary_counts = [*self.boundary_counts, 1]  # exact size: append over-allocates
+        else:
+            self.boundary_other += 1
+        if boundary.startswith("cvdiag."):
+            return None  # accounting: counted in the histogram, says nothing about the test
+        layer = _LAYER_OF.get(layer) if type(layer) is str else None
+        if layer is None:
+            layer = _LAYER_OF.get(boundary.split(".", 1)[0], "other")
+        if layer == "backend":
+            self.backend_events += 1
+        elif layer == "probe":
+            self.probe_events += 1
+        elif layer == "aimock":
+            self.aimock_events += 1
+        else:
+            self.other_events += 1
+        if outcome in FAILURE_OUTCOMES:
+            self.failures += 1
+        key = _order_key(ts, mono)
+        if key is None:
+            ts = None
+        # The rules of _earlier and _later, inlined: this runs for every envelope.
+        if self.first_boundary is None or (key is not None and (self.first_key is None or key < self.first_key)):
+            self.first_key, self.first_ts, self.first_boundary = key, ts, boundary
+        if self.last_boundary is None or (key is not None and (self.last_key is None or key >= self.last_key)):
+            self.last_key, self.last_ts, self.last_boundary = key, ts, boundary
+        if layer == "backend" and (
+            self.last_backend_boundary is None
+            or (key is not None and (self.last_backend_key is None or key >= self.last_backend_key))
+        ):
+            self.last_backend_key, self.last_backend_ts, self.last_backend_boundary = key, ts, boundary
+        return boundary, layer, key
+
     def _add(self, env: Mapping[str, Any]) -> None:
         if type(env) is not dict and not isinstance(env, Mapping):
             self.skipped += 1
             return
         boundary = env.get("boundary")
-        if type(boundary) is not str:
-            self.skipped += 1
-            return
-        self.events += 1
-        boundaries = self.boundaries
-        if boundary in boundaries:
-            boundaries[boundary] += 1
-        elif len(boundaries) < _MAX_BOUNDARY_NAMES:
-            boundaries[boundary] = 1
-        else:
-            boundaries[_OTHER_BOUNDARIES] = boundaries.get(_OTHER_BOUNDARIES, 0) + 1
-        if boundary.startswith("cvdiag."):
-            return  # accounting: counted in the histogram, says nothing about the test
-        layer = env.get("layer")
-        if layer not in LAYERS:
-            prefix = boundary.split(".", 1)[0]
-            layer = prefix if prefix in LAYERS else "other"
-        self.layers[layer] = self.layers.get(layer, 0) + 1
         outcome = env.get("outcome")
-        if outcome in FAILURE_OUTCOMES:
-            self.failures += 1
-        key = _order_key(env)
-        ts = env.get("ts") if key is not None else None
-        self.first.offer(key, (ts, layer, boundary))
-        self.last.offer(key, (ts, layer, boundary))
-        if layer == "backend":
-            self.last_backend.offer(key, (ts, boundary))
+        head = self._fold_head(boundary, env.get("layer"), outcome, env.get("ts"), env.get("mono_ns"))
+        if head is None:
+            return
+        boundary, layer, key = head
         md = _mapping(env.get("metadata"))
         edge = _mapping(env.get("edge_headers"))
         # Most envelopes carry no edge header at all: one cheap test skips the edge rules.
@@ -326,10 +505,10 @@ class Evidence:
     def _add_edge(self, layer: str, boundary: str, md: Mapping, edge: Mapping, key: Any) -> None:
         mitigated = _text(edge.get("cf-mitigated"))
         if mitigated and mitigated.strip().lower() in _MITIGATIONS:
-            self.edge_mitigated.offer(key, (layer, boundary, mitigated.strip().lower()))
+            self.edge_mitigated = _earliest(self.edge_mitigated, key, (layer, boundary, mitigated.strip().lower()))
         via = _text(edge.get("via"))
         if via and any(proxy in via.lower() for proxy in _PROXIES):
-            self.edge_proxy.offer(key, (layer, via))
+            self.edge_proxy = _earliest(self.edge_proxy, key, (layer, via))
         ray = _text(edge.get("cf-ray"))
         if ray:
             self._add_ray(layer, ray, key)
@@ -341,16 +520,18 @@ class Evidence:
         status = _int(md.get(_STATUS_KEYS.get(boundary, "")))
         if status is None or status < 400:
             return
+        if self.edge_retry is None:
+            self.edge_retry = {}
         pick = self.edge_retry.get(status)
-        if pick is None:
-            if len(self.edge_retry) >= _MAX_STATUSES:
-                return
-            pick = self.edge_retry[status] = _Pick()
-        pick.offer(key, (layer, retry_after))
+        if pick is None and len(self.edge_retry) >= _MAX_STATUSES:
+            return
+        self.edge_retry[status] = _earliest(pick, key, (layer, retry_after))
 
-    def _add_ray(self, layer: str, ray: str, key: tuple[float, int] | None) -> None:
+    def _add_ray(self, layer: str, ray: str, key: int | None) -> None:
         """Keep the few earliest distinct cf-rays per layer, whatever the arrival order."""
-        rank = key if key is not None else (math.inf, 0)
+        rank = key if key is not None else math.inf
+        if self.edge_rays is None:
+            self.edge_rays = {}
         rays = self.edge_rays.setdefault(layer, {})
         if ray in rays:
             rays[ray] = min(rays[ray], rank)
@@ -361,7 +542,7 @@ class Evidence:
 
     def distinct_rays(self) -> tuple[str, str, str] | None:
         """(layer, first ray, second ray) of the first layer that saw more than one cf-ray."""
-        for layer in sorted(self.edge_rays):
+        for layer in sorted(self.edge_rays or ()):
             rays = self.edge_rays[layer]
             if len(rays) > 1:
                 first, second = sorted(rays, key=lambda r: (rays[r], r))[:2]
@@ -371,11 +552,25 @@ class Evidence:
     # -- derived facts -----------------------------------------------------------------------
 
     @property
-    def backend_events(self) -> int:
-        return self.layers.get("backend", 0)
+    def layers(self) -> dict[str, int]:
+        """Envelopes per layer, for the layers that have any."""
+        counts = (self.aimock_events, self.backend_events, self.other_events, self.probe_events)
+        return {name: n for name, n in zip(_LAYER_NAMES, counts, strict=True) if n}
+
+    @property
+    def boundaries(self) -> dict[str, int]:
+        """Envelopes per boundary name; beyond the first 64 names they count as ``(other)``."""
+        counts = dict(zip(self.boundary_shape.names, self.boundary_counts, strict=True))
+        if self.boundary_other:
+            counts[_OTHER_BOUNDARIES] = counts.get(_OTHER_BOUNDARIES, 0) + self.boundary_other
+        return counts
+
+    @property
+    def last_backend_seconds(self) -> float | None:
+        return None if self.last_backend_key is None else _seconds(self.last_backend_key)
 
     def saw_first_byte(self) -> bool:
-        return bool(self.first_byte)
+        return self.first_byte is not None
 
     def terminals(self) -> int:
         """Backend requests that ended: completions, aborts, and errors that were the terminal.
@@ -383,30 +578,29 @@ class Evidence:
         backend.error.caught also follows a chunk_error abort and a 500 completion (spec
         section 8), so only the errors beyond those count as terminals of their own.
         """
-        aborts = sum(self.aborts.values())
-        chunk_errors = self.aborts.get("chunk_error", 0)
+        aborts = sum(self.aborts.values()) if self.aborts else 0
+        chunk_errors = self.aborts.get("chunk_error", 0) if self.aborts else 0
         follow_ups = chunk_errors + self.completes_5xx
         return self.completes + aborts + max(0, self.errors - follow_ups)
 
     def summary(self, log_end: float | None = None) -> dict:
         """The JSON-ready evidence: events per layer, boundary histogram, derived numbers."""
-        first = self.first.value or (None, None, None)
-        last = self.last.value or (None, None, None)
-        response = self.llm_last_response.value or {}
-        complete = self.complete_last.value or (None, None, None)
+        response = self.llm_last_response or _NO_RESPONSE
+        complete = self.complete_last or (None, None, None)
         abort_kind, abort_bytes, _ = self.first_abort()
-        error = self.error_first.value or (None, None)
+        error = _value(self.error_first) or (None, None)
         duration_ms = None
-        if self.first.key is not None and self.last.key is not None:
-            duration_ms = round((self.last.key[0] - self.first.key[0]) * 1000.0, 1)
-        ttfb = self.first_byte.value
+        if self.first_key is not None and self.last_key is not None:
+            duration_ms = round((_seconds(self.last_key) - _seconds(self.first_key)) * 1000.0, 1)
+        ttfb = self.first_byte
+        last_start = self.llm_last_start
         return {
             "events": self.events,
             "events_per_layer": dict(sorted(self.layers.items())),
             "boundaries": dict(sorted(self.boundaries.items())),
             "skipped": self.skipped,
-            "first_ts": first[0],
-            "last_ts": last[0],
+            "first_ts": self.first_ts,
+            "last_ts": self.last_ts,
             "duration_ms": duration_ms,
             "failures": self.failures,
             "ttfb_ms": ttfb if isinstance(ttfb, float) and ttfb >= 0 else None,
@@ -417,25 +611,25 @@ class Evidence:
                 "err": self.llm_errors,
                 "timeout": self.llm_timeouts,
             },
-            "llm_provider": response.get("provider") or _at(self.llm_last_start.value, 0),
-            "llm_model": response.get("model") or _at(self.llm_last_start.value, 1),
-            "llm_latency_ms": response.get("latency_ms"),
+            "llm_provider": response.provider or _at(last_start, 0),
+            "llm_model": response.model or _at(last_start, 1),
+            "llm_latency_ms": response.latency_ms,
             "llm_max_latency_ms": self.llm_slowest[0] if self.llm_slowest else None,
-            "llm_error_class": _at(self.llm_first_error.value, 0),
+            "llm_error_class": _at(_value(self.llm_first_error), 0),
             "open_llm_call_s": self.open_llm_call_s(log_end),
             "heartbeats": self.heartbeats,
-            "last_heartbeat_elapsed_ms": self.heartbeat_last.value,
-            "response_token_count": response.get("response_token_count"),
-            "prompt_tokens": response.get("prompt_tokens"),
-            "completion_tokens": response.get("completion_tokens"),
+            "last_heartbeat_elapsed_ms": self.heartbeat_last,
+            "response_token_count": response.response_token_count,
+            "prompt_tokens": response.prompt_tokens,
+            "completion_tokens": response.completion_tokens,
             "http_status": self.worst_status(),
             "sse_event_count": complete[1],
             "termination_kind": abort_kind,
             "bytes_before_abort": abort_bytes,
             "exception_type": error[0],
-            "agent_terminal_outcome": self.agent_bad.value,
-            "last_boundary": last[2],
-            "last_backend_boundary": _at(self.last_backend.value, 1),
+            "agent_terminal_outcome": _value(self.agent_bad),
+            "last_boundary": self.last_boundary,
+            "last_backend_boundary": self.last_backend_boundary,
         }
 
     def worst_status(self) -> int | None:
@@ -445,7 +639,7 @@ class Evidence:
     def first_abort(self) -> tuple[str | None, int | None, float | None]:
         """(termination_kind, bytes_before_abort, duration_ms) of the earliest abort."""
         best: tuple[str, _Pick] | None = None
-        for kind, pick in self.abort_first.items():
+        for kind, pick in (self.abort_first or {}).items():
             if best is None or (pick.key is not None and (best[1].key is None or pick.key < best[1].key)):
                 best = (kind, pick)
         if best is None:
@@ -454,28 +648,76 @@ class Evidence:
 
     def open_llm_call_s(self, log_end: float | None) -> float | None:
         """How long before the end of the log the last unanswered LLM call started."""
-        if self.llm_starts <= self.llm_responses or self.llm_last_start.key is None:
+        if self.llm_starts <= self.llm_responses or self.llm_last_start_key is None:
             return None
-        end = log_end if log_end is not None else (self.last.key[0] if self.last.key else None)
+        end = log_end if log_end is not None else (_seconds(self.last_key) if self.last_key is not None else None)
         if end is None:
             return None
-        return round(max(0.0, end - self.llm_last_start.key[0]), 1)
+        return round(max(0.0, end - _seconds(self.llm_last_start_key)), 1)
 
 
 def _at(value: Any, index: int) -> Any:
     return value[index] if isinstance(value, tuple) else None
 
 
-def _order_key(env: Mapping[str, Any]) -> tuple[float, int] | None:
-    ts = env.get("ts")
+def _order_key(ts: Any, mono: Any) -> int | None:
+    """The envelope's place in time: (ts, mono_ns) packed in one int, None without a ts.
+
+    Microseconds since the epoch times 2**64 plus mono_ns offset into 0..2**64 orders
+    exactly as the pair does, and one int costs a third of a tuple of a float and an int
+    (a test keeps about seven). A mono_ns outside int64 is clamped into it.
+    """
     if type(ts) is not str:
         return None
+    mono = mono + _MONO_OFFSET if type(mono) is int else _MONO_OFFSET
+    if not 0 <= mono <= _MONO_SPAN:
+        mono = 0 if mono < 0 else _MONO_SPAN
+    # Emitter timestamps (...T09:00:00.032Z) share their whole second with thousands of
+    # others: parse each second once.
+    if len(ts) == 24 and ts[23] == "Z":
+        second = _SECOND_KEY.get(ts[:20])
+        millis = _MILLI_KEY.get(ts[20:23])
+        if second is None and millis is not None:
+            second = _second_key(ts[:20])
+        if second is not None and millis is not None:
+            return second + millis + mono
     try:
-        seconds = parse_ts(ts)
+        moment = datetime.fromisoformat(ts)
+        # Without an offset it is local time, as ``schema.parse_ts`` reads it.
+        local = moment.utcoffset() is None
+        us = round(moment.timestamp() * 1_000_000) if local else (moment - _EPOCH) // _MICROSECOND
     except (ValueError, TypeError, OverflowError):
         return None
-    mono = env.get("mono_ns")
-    return (seconds, mono if type(mono) is int else 0)
+    return (us << 64) + mono
+
+
+def _seconds(key: int) -> float:
+    # Whole microseconds divided by 10**6: the very float ``datetime.timestamp()`` gives.
+    return (key >> 64) / 1_000_000
+
+
+_MONO_OFFSET, _MONO_SPAN = 1 << 63, (1 << 64) - 1
+_MILLI_KEY = {f"{ms:03d}": (ms * 1000) << 64 for ms in range(1000)}
+_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.", re.ASCII)
+_SECOND_KEY: dict[str, int] = {}
+
+
+def _second_key(second: str) -> int | None:
+    """``YYYY-MM-DDTHH:MM:SS.`` in UTC as epoch microseconds times 2**64 (cached), or None."""
+    if not _SECOND.fullmatch(second):
+        return None
+    try:
+        moment = datetime.fromisoformat(second[:19]).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    if len(_SECOND_KEY) >= 100_000:  # a log spanning more than a day of seconds
+        _SECOND_KEY.clear()
+    key = _SECOND_KEY[second] = ((moment - _EPOCH) // _MICROSECOND) << 64
+    return key
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 _MITIGATIONS = frozenset({"challenge", "jschallenge", "block"})
@@ -497,14 +739,16 @@ def _on_probe_error(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapp
     ev.probe_network_errors += 1
     text = _text(md.get("error_class"))
     if text and names_runner_crash(text):
-        ev.probe_crash.offer(key, ("probe.network.error", text))
+        ev.probe_crash = _earliest(ev.probe_crash, key, ("probe.network.error", text))
 
 
 def _on_probe_exit(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     classifier = _text(md.get("failure_classifier")) or _text(md.get("error_class"))
     if classifier and names_runner_crash(classifier):
-        ev.probe_crash.offer(key, ("probe.exit", classifier))
-    ev.probe_exit.offer(key, (_text(md.get("terminal_outcome")), _num(md.get("first_token_delta_ms")), classifier))
+        ev.probe_crash = _earliest(ev.probe_crash, key, ("probe.exit", classifier))
+    ev.probe_exit = _latest(
+        ev.probe_exit, key, (_text(md.get("terminal_outcome")), _num(md.get("first_token_delta_ms")), classifier)
+    )
 
 
 def _on_probe_first_token(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -517,12 +761,13 @@ def _on_probe_alternate(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: 
 
 def _on_probe_console(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.probe_console_errors += 1
-    ev.probe_console_first.offer(key, _text(md.get("message_scrubbed")) or "")
+    ev.probe_console_first = _earliest(ev.probe_console_first, key, _text(md.get("message_scrubbed")) or "")
 
 
 def _on_llm_start(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.llm_starts += 1
-    ev.llm_last_start.offer(key, (_text(md.get("provider")), _text(md.get("model"))))
+    if _later(ev.llm_last_start, ev.llm_last_start_key, key):
+        ev.llm_last_start_key, ev.llm_last_start = key, (_name(md.get("provider")), _name(md.get("model")))
 
 
 def _on_llm_heartbeat(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -530,14 +775,15 @@ def _on_llm_heartbeat(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Ma
     elapsed = _num(md.get("elapsed_ms_since_start"))
     if elapsed is None:
         return
-    ev.heartbeat_last.offer(key, elapsed)
+    if _later(ev.heartbeat_last, ev.heartbeat_last_key, key):
+        ev.heartbeat_last_key, ev.heartbeat_last = key, elapsed
     if ev.heartbeat_max is None or elapsed > ev.heartbeat_max:
         ev.heartbeat_max = elapsed
 
 
 def _on_llm_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.llm_responses += 1
-    provider, model = _text(md.get("provider")), _text(md.get("model"))
+    provider, model = _name(md.get("provider")), _name(md.get("model"))
     latency = _num(md.get("latency_ms"))
     if latency is None:
         latency = _num(env.get("duration_ms"))
@@ -545,7 +791,9 @@ def _on_llm_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Map
     completion = _int(md.get("completion_tokens"))
     if outcome == "err":
         ev.llm_errors += 1
-        ev.llm_first_error.offer(key, (_text(md.get("error_class")) or "an unnamed error", provider, model, latency))
+        ev.llm_first_error = _earliest(
+            ev.llm_first_error, key, (_text(md.get("error_class")) or "an unnamed error", provider, model, latency)
+        )
     elif outcome == "timeout":
         ev.llm_timeouts += 1
     elif outcome == "ok":
@@ -558,18 +806,9 @@ def _on_llm_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Map
         candidate = (latency, provider or "?", model or "?")
         if ev.llm_slowest is None or candidate > ev.llm_slowest:
             ev.llm_slowest = candidate
-    ev.llm_last_response.offer(
-        key,
-        {
-            "provider": provider,
-            "model": model,
-            "outcome": outcome if isinstance(outcome, str) else None,
-            "latency_ms": latency,
-            "response_token_count": tokens,
-            "prompt_tokens": _int(md.get("prompt_tokens")),
-            "completion_tokens": completion,
-        },
-    )
+    response = _Response(provider, model, latency, tokens, _int(md.get("prompt_tokens")), completion)
+    if _later(ev.llm_last_response, ev.llm_last_response_key, key):
+        ev.llm_last_response_key, ev.llm_last_response = key, response
 
 
 def _on_ingress(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -578,7 +817,8 @@ def _on_ingress(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping)
 
 def _on_first_byte(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     delta = _num(md.get("delta_ms_from_ingress"))
-    ev.first_byte.offer(key, delta if delta is not None else -1.0)
+    if _earlier(ev.first_byte, ev.first_byte_key, key):
+        ev.first_byte_key, ev.first_byte = key, delta if delta is not None else -1.0
 
 
 def _on_sse_event(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -586,28 +826,28 @@ def _on_sse_event(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mappin
 
 
 def _on_aborted(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    kind = _text(md.get("termination_kind")) or "unknown"
+    kind = _intern(_text(md.get("termination_kind")) or "unknown")
+    if ev.aborts is None:
+        ev.aborts, ev.abort_first = {}, {}
     ev.aborts[kind] = ev.aborts.get(kind, 0) + 1
-    pick = ev.abort_first.get(kind)
-    if pick is None:
-        if len(ev.abort_first) >= _MAX_STATUSES:
-            return
-        pick = ev.abort_first[kind] = _Pick()
-    pick.offer(key, (_int(md.get("bytes_before_abort")), _num(env.get("duration_ms"))))
+    pick = ev.abort_first.get(kind)  # type: ignore[union-attr]
+    if pick is None and len(ev.abort_first) >= _MAX_STATUSES:  # type: ignore[arg-type]
+        return
+    ev.abort_first[kind] = _earliest(pick, key, (_int(md.get("bytes_before_abort")), _num(env.get("duration_ms"))))  # type: ignore[index]
 
 
 def _on_complete(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.completes += 1
     status = _int(md.get("http_status"))
-    if status is not None and len(ev.backend_statuses) < _MAX_STATUSES:
-        ev.backend_statuses.add(status)
+    if status is not None and status not in ev.backend_statuses and len(ev.backend_statuses) < _MAX_STATUSES:
+        ev.backend_statuses += (status,)
     events = _int(md.get("sse_event_count"))
     total = _num(md.get("total_duration_ms"))
     if total is None:
         total = _num(env.get("duration_ms"))
     if status is not None and status >= 500:
         ev.completes_5xx += 1
-        ev.complete_5xx.offer(key, (status, total))
+        ev.complete_5xx = _earliest(ev.complete_5xx, key, (status, total))
     elif outcome == "ok":
         if (events or 0) > 0:
             ev.complete_ok_with_events += 1
@@ -615,23 +855,27 @@ def _on_complete(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping
             ev.complete_ok_empty += 1
             if _int(md.get("content_length")) == 0:
                 ev.complete_ok_bodiless += 1
-    ev.complete_last.offer(key, (status, events, total))
+    if _later(ev.complete_last, ev.complete_last_key, key):
+        ev.complete_last_key, ev.complete_last = key, (status, events, total)
 
 
 def _on_error(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.errors += 1
-    ev.error_first.offer(key, (_text(md.get("exception_type")) or "an exception", _text(md.get("message_scrubbed"))))
+    ev.error_first = _earliest(
+        ev.error_first, key, (_text(md.get("exception_type")) or "an exception", _text(md.get("message_scrubbed")))
+    )
 
 
 def _on_agent_enter(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    ev.agent_name.offer(key, _text(md.get("agent_name")) or "?")
+    if _later(ev.agent_name, ev.agent_name_key, key):
+        ev.agent_name_key, ev.agent_name = key, _name(md.get("agent_name")) or "?"
 
 
 def _on_agent_exit(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.agent_exits += 1
     terminal = _text(md.get("terminal_outcome"))
     if terminal in ("error", "cancelled"):
-        ev.agent_bad.offer(key, terminal)
+        ev.agent_bad = _earliest(ev.agent_bad, key, terminal)
 
 
 def _on_aimock_decision(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -640,24 +884,29 @@ def _on_aimock_decision(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: 
         ev.aimock_matched += 1
     reasons = md.get("reject_reasons")
     if reasons:
-        ev.aimock_reject.offer(key, _text(reasons if isinstance(reasons, str) else ", ".join(map(str, reasons))))
+        ev.aimock_reject = _earliest(
+            ev.aimock_reject, key, _text(reasons if isinstance(reasons, str) else ", ".join(map(str, reasons)))
+        )
 
 
 def _on_aimock_complete(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     total = _int(md.get("total_bytes"))
     if total is not None:
-        ev.aimock_bytes.offer(key, total)
+        ev.aimock_bytes = _latest(ev.aimock_bytes, key, total)
 
 
 def _on_aimock_aborted(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     sent = _int(md.get("bytes_before_abort"))
     if sent is not None:
-        ev.aimock_bytes.offer(key, sent)
+        ev.aimock_bytes = _latest(ev.aimock_bytes, key, sent)
 
 
 def _on_aimock_chunk(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.aimock_chunk_bytes += max(0, _int(md.get("chunk_size_bytes")) or 0)
 
+
+# Handlers that only count: their envelopes teach nothing beyond the head fields.
+_HEAD_ONLY_HANDLERS = frozenset({_on_ingress, _on_sse_event, _on_probe_first_token, _on_probe_alternate})
 
 _HANDLERS = {
     "probe.network.error": _on_probe_error,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .diagnose import Evidence, Thresholds
@@ -49,6 +49,11 @@ def _n(count: int | None, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
+def _v(pick: Any) -> Any:
+    """The value of one of the evidence's picks, None when nothing was offered to it."""
+    return None if pick is None else pick.value
+
+
 def _call(provider: str | None, model: str | None) -> str:
     return f"{provider or '?'}/{model or '?'}"
 
@@ -71,7 +76,7 @@ def edge_interference(ev: Evidence, th: Thresholds, log_end: float | None, facts
         return "edge-interference", 0.95, f"The edge answered with cf-mitigated: {value} ({layer} layer, {boundary})."
     # A status the backend itself answered is the app's (e.g. a relayed LLM-provider 429).
     relayed = ev.backend_statuses
-    for status, pick in sorted(ev.edge_retry.items()):
+    for status, pick in sorted((ev.edge_retry or {}).items()):
         layer, retry_after = pick.value
         if status not in relayed:
             facts["edge_cause"] = "rate-limit"
@@ -142,10 +147,10 @@ def aimock_fixture_mismatch(ev: Evidence, th: Thresholds, log_end: float | None,
 def llm_stalled(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
     if ev.llm_starts <= ev.llm_responses:
         return None
-    last_beat = ev.heartbeat_last.value
+    last_beat = ev.heartbeat_last
     if last_beat is not None and last_beat >= th.slow_s * 1000.0:
         return None  # still beating at the threshold: slow, not stalled
-    provider, model = ev.llm_last_start.value or (None, None)
+    provider, model = ev.llm_last_start or (None, None)
     age = facts["open_llm_call_s"]
     started = f"started {age:.1f} s before the log ends" if age is not None else "started"
     beat = f"last heartbeat at {_s(last_beat)}" if last_beat is not None else "no heartbeat"
@@ -159,7 +164,7 @@ def llm_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -
         latency, provider, model = ev.llm_slowest
         return "llm-slow", 0.9, f"LLM call to {_call(provider, model)} took {_s(latency)} ({limit})."
     if ev.heartbeat_max is not None and ev.heartbeat_max >= limit_ms:
-        provider, model = ev.llm_last_start.value or (None, None)
+        provider, model = ev.llm_last_start or (None, None)
         state = "no response" if ev.llm_starts > ev.llm_responses else "it did answer"
         return (
             "llm-slow",
@@ -171,7 +176,7 @@ def llm_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -
 
 
 def server_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
-    exc, message = ev.error_first.value or (None, None)
+    exc, message = _v(ev.error_first) or (None, None)
     said = f": {message!r}" if message else ""
     if ev.complete_5xx:
         status, _ = ev.complete_5xx.value
@@ -183,10 +188,10 @@ def server_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dic
 
 
 def stream_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
-    if "chunk_error" not in ev.aborts:
+    if not ev.aborts or "chunk_error" not in ev.aborts:
         return None
     sent, duration = ev.abort_first["chunk_error"].value
-    exc, message = ev.error_first.value or (None, None)
+    exc, message = _v(ev.error_first) or (None, None)
     raised = f"; {exc}" + (f": {message!r}" if message else "") if exc else ""
     return (
         "stream-error",
@@ -196,10 +201,10 @@ def stream_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dic
 
 
 def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
-    kinds = [k for k in ("rst", "fin_premature", "timeout") if k in ev.aborts]
+    kinds = [k for k in ("rst", "fin_premature", "timeout") if k in (ev.aborts or ())]
     if not kinds:
         return None
-    kind = min(kinds, key=lambda k: ev.abort_first[k].key or (float("inf"), 0))
+    kind = min(kinds, key=lambda k: ev.abort_first[k].key if ev.abort_first[k].key is not None else float("inf"))
     sent, duration = ev.abort_first[kind].value
     after = sent > 0 if sent is not None else ev.saw_first_byte()
     facts["disconnect"] = "after-first-byte" if after else "before-first-byte"
@@ -217,7 +222,7 @@ def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts
 def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
     if not ev.agent_bad:
         return None
-    name = ev.agent_name.value or "?"
+    name = ev.agent_name or "?"
     status = facts["http_status"]
     answered = f"; the response still completed with HTTP {status}" if status is not None else ""
     return "agent-error", 0.85, f"Agent {name} exited with terminal_outcome {ev.agent_bad.value}{answered}."
@@ -229,10 +234,11 @@ def incomplete(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
     ended = ev.terminals()
     if ended and ev.ingress <= ended:
         return None
-    ts, boundary = ev.last_backend.value or (None, "?")
+    ts, boundary = ev.last_backend_ts, ev.last_backend_boundary or "?"
     tail = ""
-    if log_end is not None and ev.last_backend.key is not None:
-        tail = f", {_s((log_end - ev.last_backend.key[0]) * 1000.0)} before the log ends"
+    seconds = ev.last_backend_seconds
+    if log_end is not None and seconds is not None:
+        tail = f", {_s((log_end - seconds) * 1000.0)} before the log ends"
     if ended:
         what = f"{ev.ingress} requests arrived but only {ended} ended"
     else:
@@ -255,7 +261,7 @@ def no_backend(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
 def _harness_missed_first_token(ev: Evidence) -> bool:
     if not ev.layers.get("probe") or ev.probe_first_tokens:
         return False
-    exit_ = ev.probe_exit.value
+    exit_ = _v(ev.probe_exit)
     return not (exit_ and exit_[1] is not None)
 
 
@@ -277,7 +283,7 @@ def strict_harness(ev: Evidence, th: Thresholds, log_end: float | None, facts: d
 def frontend_hydration(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
     if not ev.probe_console_errors or not _harness_missed_first_token(ev) or not _backend_streamed(ev):
         return None
-    first = ev.probe_console_first.value
+    first = _v(ev.probe_console_first)
     return (
         "frontend-hydration",
         0.8,
@@ -291,7 +297,7 @@ def ok(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verd
         return "ok", 0.1, "No usable envelope for this test id; nothing to diagnose."
     status = facts["http_status"]
     if _failed(ev):
-        exit_ = ev.probe_exit.value
+        exit_ = _v(ev.probe_exit)
         seen = (
             f"probe.exit {exit_[0]}" if exit_ and exit_[0] not in (None, "ok") else _n(ev.failures, "failed envelope")
         )
@@ -302,7 +308,7 @@ def ok(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verd
 
 def _failed(ev: Evidence) -> bool:
     """Did anything go wrong at all (for the weak edge signals and the ``ok`` confidence)?"""
-    exit_ = ev.probe_exit.value
+    exit_ = _v(ev.probe_exit)
     return bool(
         ev.failures
         or ev.probe_network_errors

@@ -7,6 +7,8 @@ one anchored regex over its head, and a fixed-tail check catches cut lines, so i
 never JSON-parsed. Markers found between those lines (Docker json-file, escaped
 strings, other key orders, cut or broken lines) send their line through the general
 ``reader.parse_line``, so every shape is read and every malformed line counted.
+Diagnosis parses the envelopes it folds, except SSE events and the like, whose head
+fields are all it needs once a fixed middle and tail show the line is valid JSON.
 """
 
 from __future__ import annotations
@@ -20,26 +22,42 @@ import orjson
 
 from . import reader
 from .reader import ENVELOPE, MALFORMED, Tally
-from .schema import FAILURE_OUTCOMES, LAYERS
+from .schema import EDGE_HEADERS, FAILURE_OUTCOMES, LAYERS
 
 _HEAD = b'{"schema_version":1,"test_id":"'
-_Q = rb'"([^"\\\n]*)"'
-_S = rb'"[^"\\\n]*"'
+# No escapes and no control characters in the leading strings, JSON-valid integers: a
+# line that matches is JSON up to its edge headers (others go to the general parser).
+_Q = rb'"([^"\\\x00-\x1f]*)"'
+_S = rb'"[^"\\\x00-\x1f]*"'
+_INT = rb"-?(?:0|[1-9]\d*)"
 # Anchored at a `_HEAD` found by `find`: only a few hundred bytes are matched per envelope.
 _CANONICAL = re.compile(
     rb'\{"schema_version":1,"test_id":' + _Q + rb',"trace_id":' + _S + rb',"span_id":' + _S
     + rb',"parent_span_id":(?:null|' + _S + rb'),"layer":' + _Q + rb',"boundary":' + _Q + rb',"slug":' + _Q
-    + rb',"demo":' + _S + rb',"ts":' + _Q + rb',"mono_ns":-?\d+,"duration_ms":(?:null|-?\d+),"outcome":' + _Q
+    + rb',"demo":' + _S + rb',"ts":' + _Q + rb',"mono_ns":(' + _INT + rb'),"duration_ms":(?:null|' + _INT + rb')'
+    + rb',"outcome":' + _Q
     + rb',"edge_headers":\{'
 )  # fmt: skip
+# The rest of an envelope that says nothing beyond its head (every SSE event): the
+# emitter's all-null edge headers, its metadata object, its usual tail. Checked so, with
+# a JSON parse of the small metadata only, the line is known to be valid JSON.
+_PLAIN_MIDDLE = b",".join(b'"%s":null' % k.encode() for k in EDGE_HEADERS) + b'},"metadata":'
+_PLAIN_END = b',"_metadata_dropped":false,"_truncated":false}'
 
 
-def _head(buf: Any, pos: int, le: int) -> tuple[int, tuple[bytes, ...]] | None:
-    """(where the line's envelope starts, its six fields) when the envelope at ``pos``
-    is in the emitter's canonical layout, else None.
+def _is_object(raw: Any) -> bool:
+    try:
+        return type(orjson.loads(raw)) is dict
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _head(buf: Any, pos: int, le: int) -> tuple[int, tuple[bytes, ...], int] | None:
+    """(where the line's envelope starts, its seven fields, where the head ends) when the
+    envelope at ``pos`` is in the emitter's canonical layout, else None.
 
     Canonical: right after ``CVDIAG ``, ``CVDIAG_EVENT `` or at a line start, keys in
-    wire order, compact, no escapes in the leading fields.
+    wire order, compact, no escapes or control characters in the leading fields.
     """
     if buf[pos - 7 : pos] == b"CVDIAG ":
         ms = pos - 7
@@ -50,7 +68,7 @@ def _head(buf: Any, pos: int, le: int) -> tuple[int, tuple[bytes, ...]] | None:
     else:
         return None
     m = _CANONICAL.match(buf, pos, le)
-    return None if m is None else (ms, m.groups())
+    return None if m is None else (ms, m.groups(), m.end())
 
 
 _TAIL_FALSE = b'"_truncated":false}'
@@ -147,9 +165,10 @@ class Agg:
 
 class Folder:
     """Folds buffers into per-test aggregates (``aggs``) and, given an ``Evidence``
-    class, into diagnosis evidence (``evidence``), which needs every envelope parsed.
+    class, into diagnosis evidence (``evidence``), which needs every envelope parsed
+    except those whose head says it all (``Evidence.add_head``: most of a log).
 
-    Evidence costs a few kilobytes per test, so at most ``budget`` tests get one per
+    Evidence costs about 1.7 KB per test, so at most ``budget`` tests get one per
     pass: a test first seen when the budget is spent is ``deferred`` whole, for a later
     pass that reads only those ids (``only``) and skips the aggregates (``fold_aggs``).
     """
@@ -172,6 +191,16 @@ class Folder:
         self.budget = budget
         self.only = only
         self.fold_aggs = fold_aggs
+        self._head_only: dict[bytes, bool] = {}  # boundary -> may go to Evidence.add_head
+
+    def _plain(self, boundary: bytes) -> bool:
+        plain = self._head_only.get(boundary)
+        if plain is None:
+            add_head = getattr(self.evidence_cls, "add_head", None)
+            plain = add_head is not None and not self.evidence_cls.needs_body(boundary.decode("utf-8", "replace"))
+            if len(self._head_only) < 4096:
+                self._head_only[boundary] = plain
+        return plain
 
     def _evidence_for(self, tid: bytes) -> Any:
         ev = self.evidence.get(tid)
@@ -237,7 +266,7 @@ class Folder:
             if head is None:  # not canonical: its markers make `_gap` take the line
                 pos = nxt
                 continue
-            ms, fields = head
+            ms, fields, head_end = head
             pos_json = pos
             if ms < gap:  # inside a line already handled
                 pos = nxt
@@ -261,21 +290,35 @@ class Folder:
             ev = self._evidence_for(tid) if evidence is not None else None
             if ev is None and not fold_aggs:
                 continue
+            tid, layer, boundary, slug, ts, mono, outcome = fields
             env = None
-            if ev is not None:  # diagnosis needs the whole envelope
-                try:
-                    env = orjson.loads(buf[pos_json:le])
-                except orjson.JSONDecodeError:
-                    self._malformed(counter, name, ms, "cut or not JSON", fold_aggs)
-                    continue
+            plain = False
+            if ev is not None:  # diagnosis needs the whole envelope, or a head that says it all
+                md = head_end + len(_PLAIN_MIDDLE)
+                md_end = le - len(_PLAIN_END)
+                plain = (
+                    self._plain(boundary)
+                    and buf[head_end:md] == _PLAIN_MIDDLE
+                    and buf[md_end:le] == _PLAIN_END
+                    and buf[pos_json:head_end].isascii()
+                    and _is_object(buf[md:md_end])
+                )
+                if not plain:
+                    try:
+                        env = orjson.loads(buf[pos_json:le])
+                    except orjson.JSONDecodeError:
+                        self._malformed(counter, name, ms, "cut or not JSON", fold_aggs)
+                        continue
             if fold_aggs:
                 try:
-                    fold(*fields)
+                    fold(tid, layer, boundary, slug, ts, outcome)
                 except ValueError:
                     self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
                     continue
             if env is not None:
                 ev.add(env)
+            elif plain:
+                ev.add_head(layer.decode(), boundary.decode(), outcome.decode(), ts.decode(), int(mono))
         if gap < end and (cv >= 0 or sv >= 0):
             self._gap(buf, gap, end, name, counter, count_malformed)
 

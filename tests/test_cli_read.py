@@ -362,3 +362,25 @@ def test_the_read_side_imports_neither_starlette_nor_structlog_nor_rich() -> Non
     code = "import sys, cvdiag.cli; print(sorted(m for m in ('starlette', 'structlog', 'rich') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_sse_events_read_from_their_head_give_the_verdict_a_full_parse_gives(tmp_path: Path) -> None:
+    events = [envelope(TID_OK, "backend.sse.event", 0.6 + i / 100, metadata={"sequence_num": i}) for i in range(5)]
+    envs = [*happy(), *events, *aborted()]
+    plain = write(tmp_path / "plain.log", [f"CVDIAG {compact(e)}" for e in envs])
+    # Docker json-file lines always take the general parser: every envelope JSON-parsed.
+    parsed = write(tmp_path / "docker.log", [json.dumps({"log": f"CVDIAG {compact(e)}\n"}) for e in envs])
+    assert {e["boundary"] for e in envs} >= {"backend.sse.event", "backend.request.ingress"}
+    verdicts = [json.loads(run("diagnose", "--all", "--json", path).out) for path in (plain, parsed)]
+    assert verdicts[0] == verdicts[1]
+
+
+def test_a_canonical_line_whose_metadata_is_not_json_is_malformed_not_folded(tmp_path: Path) -> None:
+    envs = [*happy(), envelope(TID_OK, "backend.sse.event", 0.6, metadata={"sequence_num": 0})]
+    lines = [f"CVDIAG {compact(e)}" for e in envs]
+    sse = next(i for i, e in enumerate(envs) if e["boundary"] == "backend.sse.event")
+    lines[sse] = lines[sse].replace('"metadata":{', '"metadata":{,', 1)
+    r = run("tests", "--json", write(tmp_path / "app.log", lines))
+    assert r.code == 0
+    assert "malformed" in r.err
+    assert {row["test_id"]: row for row in json.loads(r.out)}[TID_OK]["events"] == len(envs) - 1
