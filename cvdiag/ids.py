@@ -6,9 +6,8 @@ Shared by the emit side (adopting inbound ids) and the read side (matching them)
 from __future__ import annotations
 
 import re
+import time
 from random import getrandbits
-
-import uuid6
 
 from .schema import DEFAULT_DEMO, DEMO_MAX_CHARS, SLUG_RE, TEST_ID_MAX_CHARS
 
@@ -22,9 +21,20 @@ _NOT_SLUG_CHARS = re.compile(r"[^a-z0-9-]+")
 _RAW_SCAN_LIMIT = 4096
 
 
+_VERSION_7 = 0x7 << 76
+_VARIANT_RFC = 0b10 << 62
+_RAND_A_AND_B = ((1 << 12) - 1) << 64 | ((1 << 62) - 1)
+
+
 def new_test_id() -> str:
-    """A fresh lowercase, hyphenated UUIDv7 (48-bit Unix ms, RFC 9562 variant)."""
-    return str(uuid6.uuid7())
+    """A fresh lowercase, hyphenated UUIDv7 (48-bit Unix ms, RFC 9562 variant).
+
+    The same layout as ``uuid6.uuid7()`` without building a ``uuid.UUID`` object, which
+    cost five times as much; a request without an ``x-test-id`` pays this on the hot path.
+    """
+    value = (time.time_ns() // 1_000_000) << 80 | _VERSION_7 | _VARIANT_RFC | (getrandbits(128) & _RAND_A_AND_B)
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def new_span_id() -> str:

@@ -345,3 +345,20 @@ def test_a_forked_child_gets_its_own_writer(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0
     ids = [json.loads(line)["test_id"] for line in path.read_text().splitlines()]
     assert sorted(ids) == ["child", "parent"]
+
+
+def test_minted_test_ids_are_rfc9562_uuid7_with_the_current_time():
+    import time
+    import uuid
+
+    import uuid6
+
+    before = time.time_ns() // 1_000_000
+    ids = [cvdiag.new_test_id() for _ in range(1000)]
+    after = time.time_ns() // 1_000_000
+    assert len(set(ids)) == 1000
+    for tid in ids:
+        assert UUID7_RE.match(tid) and str(uuid.UUID(tid)) == tid
+        parsed = uuid6.UUID(tid)
+        assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
+        assert before <= parsed.time <= after
