@@ -408,3 +408,30 @@ def test_odd_response_headers_never_break_the_response():
     assert sent[0]["headers"] == [(b"content-length", 2)]  # sent as the app gave it
     done = cap.one("backend.response.complete")
     assert done["test_id"] == "odd-1" and done["metadata"]["content_length"] == 2
+
+
+def test_fastapi_app_with_sync_and_async_endpoints():
+    from fastapi import FastAPI
+
+    api = FastAPI()
+    api.add_middleware(cvdiag.CvdiagMiddleware, slug="fastapi-svc")
+
+    @api.get("/items/{n}")
+    def read_item(n: int) -> dict:  # sync: runs in the threadpool
+        with cvdiag.agent_scope("lookup"):
+            return {"n": n, "test_id": cvdiag.current_context().test_id}
+
+    @api.get("/boom")
+    async def boom() -> dict:
+        raise RuntimeError("database password=hunter2 rejected")
+
+    with capture("default") as cap, TestClient(api, raise_server_exceptions=False) as client:
+        assert client.get("/items/3", headers={"x-test-id": "fa-1"}).json() == {"n": 3, "test_id": "fa-1"}
+        assert client.get("/boom", headers={"x-test-id": "fa-2"}).status_code == 500
+    by_id = {}
+    for e in cap.events():
+        by_id.setdefault(e["test_id"], []).append(e["boundary"])
+    assert by_id["fa-1"] == ["backend.agent.enter", "backend.agent.exit", "backend.response.complete"]
+    assert by_id["fa-2"] == ["backend.error.caught"]
+    assert "hunter2" not in str(cap.all())
+    assert {e["slug"] for e in cap.events()} == {"fastapi-svc"}
