@@ -2,7 +2,9 @@
 
 Reading is built for big files: a source is scanned with ``bytes.find`` for a few
 markers (C speed, no per-line Python for noise), and only the lines holding a marker
-are parsed, with ``orjson``. (``tests`` goes further, see ``scan``.)
+are parsed, with ``orjson``. (``tests`` goes further, see ``scan``.) A line that a
+container runtime split into several records is found by its first record and read
+forward to its last (``logical_lines``, ``rejoin``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from . import rejoin
 from .schema import parse_ts
 
 ENVELOPE = 1
@@ -132,8 +135,12 @@ def _breadcrumb(text: bytes) -> tuple[int, Any]:
 def unwrap(line: bytes) -> tuple[bytes, str | None]:
     """Strip container wrappers (Docker json-file, CRI, compose) and ANSI codes.
 
-    Returns the payload and the wrapper's timestamp, if it had one.
+    Returns the payload and the wrapper's timestamp, if it had one. ``line`` may hold
+    several records of one split line (a span from ``logical_lines``): they are joined.
     """
+    if b"\n" in line:
+        payload, wrapper_ts, _, _ = rejoin.join(line)
+        return _payload(payload), wrapper_ts
     wrapper_ts = None
     if b"\x1b" in line:
         line = _ANSI.sub(b"", line)
@@ -158,16 +165,61 @@ def unwrap(line: bytes) -> tuple[bytes, str | None]:
     return line, wrapper_ts
 
 
+def _payload(line: bytes) -> bytes:
+    """The text a rejoined container record carried, as ``unwrap`` leaves a single one."""
+    if b"\x1b" in line:
+        line = _ANSI.sub(b"", line)
+    line = line.strip()
+    m = _COMPOSE.match(line)
+    if m and not line.startswith(b"CVDIAG"):
+        line = line[m.end() :]
+    return line
+
+
 def parse_line(line: bytes) -> tuple[int, Any]:
     """Classify one raw line: (ENVELOPE, dict), (BREADCRUMB, dict), (MALFORMED, reason)
-    or (NOTHING, None) for a line that is simply not CVDIAG output."""
+    or (NOTHING, None) for a line that is simply not CVDIAG output.
+
+    ``line`` may also be a span from ``logical_lines`` holding the records of one split
+    line; a split line that never completes is malformed when it carried an envelope.
+    """
     # The common case first: the emitter's own prefix, no wrapper.
     i = line.find(b"CVDIAG {")
     if i >= 0 and b"\x1b" not in line and not line.startswith(b"{"):
         kind, value = parse_json_envelope(line[i + 7 :])
         if kind == ENVELOPE:
             return kind, value
-    line, _ = unwrap(line)
+    if b"\n" in line:
+        payload, _, complete, _ = rejoin.join(line)
+        kind, value = _classify(_payload(payload))
+        return (MALFORMED, rejoin.INCOMPLETE) if kind == MALFORMED and not complete else (kind, value)
+    payload, _ = unwrap(line)
+    kind, value = _classify(payload)
+    if kind == MALFORMED and value in ("cut or not JSON", "not UTF-8"):
+        rec = rejoin.record(line, 0, len(line))
+        if rec is not None and rec[2]:  # the first record of a split line, alone
+            value = rejoin.INCOMPLETE
+    return kind, value
+
+
+def parse_span(buf: Any, ls: int, le: int) -> tuple[int, Any]:
+    """``parse_line`` of the line ``buf[ls:le]`` (a newline or the buffer's end at
+    ``le``), read forward to its last record when a container runtime split it.
+
+    For callers that locate lines themselves, one line at a time. Unlike
+    ``logical_lines`` it does not drop the later records when the caller meets them
+    again; they seldom hold a marker, and one that does reads as a line of its own.
+    """
+    kind, value = parse_line(buf[ls:le])
+    if kind == MALFORMED:  # only a malformed line can be the first record of a split one
+        end, _ = rejoin.extent(buf, ls, le, len(buf))
+        if end != le:
+            return parse_line(buf[ls:end])
+    return kind, value
+
+
+def _classify(line: bytes) -> tuple[int, Any]:
+    """``parse_line`` of a line already unwrapped."""
     start = 0
     while True:
         i = line.find(b"CVDIAG", start)
@@ -265,12 +317,13 @@ def _stream_blocks(fh: BinaryIO) -> Iterator[bytes]:
                 yield carry
             return
         buf = carry + chunk if carry else chunk
-        cut = buf.rfind(b"\n")
-        if cut < 0:  # a line longer than a block: keep growing it
+        # A block ends on a line boundary, and not between the records of a split line.
+        cut = rejoin.held_back(buf, buf.rfind(b"\n") + 1)
+        if cut <= 0:  # a line longer than a block: keep growing it
             carry = buf
             continue
-        carry = buf[cut + 1 :]
-        yield buf[: cut + 1]
+        carry = buf[cut:]
+        yield buf[:cut]
 
 
 class InputError(Exception):
@@ -362,7 +415,13 @@ _PARALLEL_FIND_BYTES = 64 << 20
 
 
 def lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) of the lines of ``buf`` that hold ``needle``, in order.
+    """(start, end) of the lines of ``buf`` that hold ``needle``, in order, a split
+    container line spanning all its records (the id is in the first one only)."""
+    return logical_lines(buf, _physical_lines_with(buf, needle))
+
+
+def _physical_lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of the physical lines of ``buf`` that hold ``needle``, in order.
 
     A big mmap is searched by two processes, one half each: the search is the whole
     cost of ``timeline`` and ``find`` runs on one core. The child sends back only the
@@ -397,6 +456,48 @@ def lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
     finally:
         os.waitpid(pid, 0)
     yield from zip(found[::2], found[1::2], strict=True)
+
+
+class _Joins:
+    """The split lines of one buffer met so far: lines are visited in order, and a
+    record joined to an earlier line must not be read again as a line of its own."""
+
+    __slots__ = ("buf", "end", "joined")
+
+    def __init__(self, buf: Any, end: int | None = None) -> None:
+        self.buf = buf
+        self.end = len(buf) if end is None else end
+        self.joined: set[int] = set()
+
+    def taken(self, ls: int) -> bool:
+        """Whether the line at ``ls`` is a later record of a line already read."""
+        joined = self.joined
+        if ls in joined:
+            joined.discard(ls)
+            return True
+        if len(joined) > 4096:  # records never visited (they hold no marker) pile up
+            self.joined = {p for p in joined if p > ls}
+        return False
+
+    def extend(self, ls: int, le: int) -> int:
+        """The end of the line whose first record is ``buf[ls:le]`` (``le`` unless split)."""
+        last, parts = rejoin.extent(self.buf, ls, le, self.end)
+        self.joined.update(parts)
+        return last
+
+
+def logical_lines(buf: Any, spans: Iterable[tuple[int, int]], end: int | None = None) -> Iterator[tuple[int, int]]:
+    """``spans`` of physical lines (in order), each line that is the first record of a
+    split container line extended to the last record that belongs to it.
+
+    The records joined to an earlier line are dropped when they come up themselves.
+    The span of a split line may enclose records of the other stream; those are still
+    yielded on their own, and ``rejoin.join`` skips them inside the span.
+    """
+    joins = _Joins(buf, end)
+    for ls, le in spans:
+        if not (joins.joined and joins.taken(ls)):
+            yield ls, joins.extend(ls, le)
 
 
 class LineCounter:
@@ -446,12 +547,22 @@ def read(
             counter = LineCounter(buf, base)
             done = 0
             if len(markers) == 1:  # one needle (a test id): a plain search, parallel when big
-                spans = lines_with(buf, markers[0])
+                spans = _physical_lines_with(buf, markers[0])
             else:
                 spans = (line for a, b in windows(buf) for line in marked_lines(buf, markers, a, b))
+            joins = _Joins(buf)
             for ls, le in spans:
+                if joins.joined and joins.taken(ls):
+                    continue
                 raw = buf[ls:le]
                 kind, value = parse_line(raw)
+                if kind == MALFORMED:
+                    # Only a malformed line can be the first record of a split envelope:
+                    # the search for the rest costs nothing on the lines that parse.
+                    end = joins.extend(ls, le)
+                    if end != le:
+                        raw = buf[ls:end]
+                        kind, value = parse_line(raw)
                 if progress is not None and ls - done > _PROGRESS_STEP:
                     progress(ls - done)
                     done = ls
@@ -461,6 +572,8 @@ def read(
                     tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", value)
                     if not with_lines:
                         continue
+                if b"\n" in raw:  # a split line: its own records, without the other stream's
+                    raw = rejoin.join(raw)[3]
                 yield Hit(kind, value, src.name, counter.at(ls) if with_lines else None, raw)
             if progress is not None:
                 progress(len(buf) - done)

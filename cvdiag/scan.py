@@ -340,7 +340,7 @@ class Folder:
             pos = le + 1
 
     def _line(self, buf: Any, ls: int, le: int, name: str, counter: reader.LineCounter, count: bool) -> None:
-        kind, env = reader.parse_line(buf[ls:le])
+        kind, env = reader.parse_span(buf, ls, le)
         if kind == MALFORMED:
             self._malformed(counter, name, ls, env, count)
         if kind != ENVELOPE:
