@@ -14,7 +14,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import config
-from .context import RequestContext, bind, resolve_slug, unbind
+from .context import EMPTY_FORWARD, RequestContext, bind, resolve_slug, unbind
 from .emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge, note_internal_error
 from .errors import error_metadata
 from .ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
@@ -114,12 +114,17 @@ class CvdiagMiddleware:
         adopted = sanitize_test_id(found.get(self.test_id_header))
         test_id = adopted or new_test_id()
         slug_raw = found.get(self.slug_header)
+        forward = (
+            EMPTY_FORWARD
+            if found.keys().isdisjoint(_FORWARD)
+            else {k.decode(): v.decode("latin-1")[:256] for k in _FORWARD if (v := found.get(k)) is not None}
+        )
         ctx = RequestContext(
-            test_id=test_id,
-            trace_id=test_id,
-            slug=resolve_slug(slug_raw, self.slug) if slug_raw else self.slug or resolve_slug(),
-            demo=demo_from_path(scope.get("path") or "/"),
-            forward={k.decode(): v.decode("latin-1")[:256] for k in _FORWARD if (v := found.get(k)) is not None},
+            test_id,
+            test_id,
+            resolve_slug(slug_raw, self.slug) if slug_raw else self.slug or resolve_slug(),
+            demo_from_path(scope.get("path") or "/"),
+            forward,
         )
         return ctx, adopted is not None, found
 

@@ -16,7 +16,8 @@ from types import MappingProxyType
 from .ids import normalize_test_id, sanitize_slug
 from .schema import DEFAULT_DEMO, DEMO_MAX_CHARS
 
-_EMPTY: Mapping[str, str] = MappingProxyType({})
+#: The ``forward`` of a request that sent none of the forwarded headers.
+EMPTY_FORWARD: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class RequestContext:
     trace_id: str
     slug: str
     demo: str = DEFAULT_DEMO
-    forward: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    forward: Mapping[str, str] = field(default_factory=lambda: EMPTY_FORWARD)
 
 
 _current: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("cvdiag_request", default=None)
@@ -72,7 +73,7 @@ def new_context(
         trace_id=tid,
         slug=resolve_slug(slug),
         demo=(demo or DEFAULT_DEMO)[:DEMO_MAX_CHARS],
-        forward=MappingProxyType(dict(forward)) if forward else _EMPTY,
+        forward=MappingProxyType(dict(forward)) if forward else EMPTY_FORWARD,
     )
 
 

@@ -48,7 +48,11 @@ def sanitize_test_id(raw: str | bytes | None) -> str | None:
     if raw is None:
         return None
     if isinstance(raw, bytes):  # straight from ASGI headers: the hot path
-        cleaned = raw[:_RAW_SCAN_LIMIT].lower().translate(None, _NOT_TEST_ID_BYTES)[:TEST_ID_MAX_CHARS]
+        if len(raw) > _RAW_SCAN_LIMIT:
+            raw = raw[:_RAW_SCAN_LIMIT]
+        cleaned = raw.lower().translate(None, _NOT_TEST_ID_BYTES)
+        if len(cleaned) > TEST_ID_MAX_CHARS:
+            cleaned = cleaned[:TEST_ID_MAX_CHARS]
         return cleaned.decode("ascii") or None
     value = _NOT_TEST_ID_CHARS.sub("", raw[:_RAW_SCAN_LIMIT].strip().lower())[:TEST_ID_MAX_CHARS]
     return value or None
@@ -76,5 +80,7 @@ def sanitize_slug(raw: str | bytes | None) -> str | None:
 
 def demo_from_path(path: str) -> str:
     """The first path segment, or ``default`` for ``/``."""
-    segment = path.lstrip("/").split("/", 1)[0]
+    path = path.lstrip("/")
+    end = path.find("/")
+    segment = path if end < 0 else path[:end]
     return segment[:DEMO_MAX_CHARS] if segment else DEFAULT_DEMO
