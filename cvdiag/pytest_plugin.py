@@ -177,10 +177,14 @@ def _test_settings(item: pytest.Item, previous: _config.Settings) -> _config.Set
     label = previous.env_label or TEST_ENV_LABEL
     effective, requested = _guarded(str(tier), label, enabled)
     strict = previous.strict or bool(item.config.getoption("cvdiag_strict"))
-    # Everything else (stdout, file, queue size, slug, allow-list) stays as the user had it.
+    # The plugin turns emission on to capture it; it does not start printing CVDIAG
+    # lines into every test's stdout unless the user had cvdiag on or asked for stdout.
+    stdout = previous.stdout and (previous.enabled or "CVDIAG_STDOUT" in os.environ)
+    # Everything else (file, queue size, slug, allow-list) stays as the user had it.
     return dataclasses.replace(
         previous,
         enabled=enabled,
+        stdout=stdout,
         tier=effective,
         requested_tier=requested,
         env_label=label,

@@ -524,3 +524,31 @@ def test_the_plugin_can_be_turned_off(pytester: pytest.Pytester) -> None:
 
 def test_the_outer_test_has_an_id_too(cvdiag_test_id: str) -> None:
     assert UUID7_RE.match(cvdiag_test_id)
+
+
+_PRINTS = """
+import cvdiag
+
+def test_emits():
+    with cvdiag.agent_scope("quiet-agent"):
+        pass
+    print("app output")
+"""
+
+
+def test_capture_prints_nothing_to_stdout_unless_cvdiag_was_on(pytester: pytest.Pytester, monkeypatch):
+    pytester.makepyfile(test_prints=_PRINTS)
+    for name in ("CVDIAG_ENABLED", "CVDIAG_BACKEND_EMITTER", "CVDIAG_STDOUT"):
+        monkeypatch.delenv(name, raising=False)
+    saved = cvdiag_config.get_settings()
+    try:
+        cvdiag_config.configure(environ={})  # cvdiag off, as on a machine where nobody set it up
+        quiet = _run(pytester, "-s")
+        cvdiag_config.configure(enabled=True, environ={})  # the user had it on: keep their stdout copy
+        loud = _run(pytester, "-s")
+    finally:
+        cvdiag_config.apply_settings(saved)
+    quiet.assert_outcomes(passed=1)
+    loud.assert_outcomes(passed=1)
+    assert "app output" in quiet.stdout.str() and "CVDIAG {" not in quiet.stdout.str()
+    assert "CVDIAG {" in loud.stdout.str()
