@@ -199,6 +199,19 @@ def _stream_ok(s: _Scenario, t: float, events: int = 12, status: int = 200, edge
     )
 
 
+def _network_error(
+    s: _Scenario,
+    t: float,
+    error_class: str,
+    status: int | None = None,
+    url: str = "https://shop.example.com/chat/stream",
+    **options: Any,
+) -> _Scenario:
+    return s.at(
+        t, "probe.network.error", {"url": url, "error_class": error_class, "response_status": status}, **options
+    )
+
+
 def _happy_backend(s: _Scenario, t: float = 1.1, edge: dict | None = None) -> _Scenario:
     _ingress(s, t, edge)
     _agent_llm_ok(s, t + 0.01)
@@ -228,11 +241,7 @@ def hand_scenarios() -> list[dict]:
         )
     )
     s = _probe_start(_Scenario("runner-page-crashed", "probe-runner-crash"))
-    s.at(
-        1.5,
-        "probe.network.error",
-        {"url": "https://shop.example.com/chat/stream", "error_class": "Page crashed", "response_status": None},
-    )
+    _network_error(s, 1.5, "Page crashed")
     add(_probe_exit(s, 2.0, "error", None))
     s = _probe_start(_Scenario("runner-protocol-error", "probe-runner-crash"))
     _happy_backend(s)
@@ -245,17 +254,7 @@ def hand_scenarios() -> list[dict]:
     _ingress(s, 1.1)
     add(_probe_exit(s, 9.0, "error", None, failure_classifier="FATAL ERROR: JavaScript heap out of memory"))
     s = _probe_start(_Scenario("runner-browser-disconnected", "probe-runner-crash"))
-    add(
-        s.at(
-            1.2,
-            "probe.network.error",
-            {
-                "url": "https://shop.example.com/chat",
-                "error_class": "BrowserDisconnectedError",
-                "response_status": None,
-            },
-        )
-    )
+    add(_network_error(s, 1.2, "BrowserDisconnectedError", url="https://shop.example.com/chat"))
     s = _probe_start(_Scenario("runner-oomkilled-with-llm-error", "probe-runner-crash"))
     _ingress(s, 1.1)
     s.at(
@@ -310,12 +309,7 @@ def hand_scenarios() -> list[dict]:
     )
     add(_probe_exit(s, 2.0, "error", None))
     s = _probe_start(_Scenario("edge-rate-limited-network-error", "edge-interference"))
-    s.at(
-        1.2,
-        "probe.network.error",
-        {"url": "https://shop.example.com/chat/stream", "error_class": "HTTPError", "response_status": 503},
-        edge={"retry-after": "120", "server": "railway-edge"},
-    )
+    _network_error(s, 1.2, "HTTPError", 503, edge={"retry-after": "120", "server": "railway-edge"})
     add(_probe_exit(s, 2.0, "error", None))
     s = _probe_start(_Scenario("edge-varnish-failed", "edge-interference"))
     _ingress(s, 1.1, edge={"via": "1.1 varnish (Varnish/7.4)"})
@@ -791,27 +785,11 @@ def hand_scenarios() -> list[dict]:
     add(_probe_exit(s, 31.0, "timeout", None))
     s = _Scenario("no-backend-connection-refused", "no-backend")
     _probe_start(s)
-    s.at(
-        1.1,
-        "probe.network.error",
-        {
-            "url": "https://shop.example.com/chat/stream",
-            "error_class": "net::ERR_CONNECTION_REFUSED",
-            "response_status": None,
-        },
-    )
+    _network_error(s, 1.1, "net::ERR_CONNECTION_REFUSED")
     add(_probe_exit(s, 1.5, "error", None))
     s = _Scenario("no-backend-http2-protocol-error-is-network", "no-backend")
     _probe_start(s)
-    s.at(
-        1.1,
-        "probe.network.error",
-        {
-            "url": "https://shop.example.com/chat/stream",
-            "error_class": "net::ERR_HTTP2_PROTOCOL_ERROR",
-            "response_status": None,
-        },
-    )
+    _network_error(s, 1.1, "net::ERR_HTTP2_PROTOCOL_ERROR")
     add(_probe_exit(s, 1.5, "error", None))
 
     # strict-harness / frontend-hydration
