@@ -111,6 +111,7 @@ def stats() -> dict[str, int]:
     return {
         "emitted": counters.emitted,
         "written": _writer.written,
+        "write_failed": _writer.failed,
         "queue_dropped": _writer.dropped,
         "sink_errors": counters.sink_errors,
         "internal_errors": counters.internal_errors,

@@ -51,6 +51,7 @@ class Writer:
         self._thread: threading.Thread | None = None
         self.dropped = 0
         self.written = 0
+        self.failed = 0
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork)
 
@@ -135,9 +136,13 @@ class Writer:
                 self._on_idle()
 
     def _write(self, batch: list[bytes]) -> None:
+        """Count a line written when every sink took it whole, failed when one did not."""
+        lost: set[int] = set()
         for sink in self._sinks():
             try:
                 sink.write(batch)
             except BaseException as exc:  # a broken sink must not kill the writer
+                lost.update(getattr(exc, "lost", range(len(batch))))
                 self._on_error(exc)
-        self.written += len(batch)
+        self.failed += len(lost)
+        self.written += len(batch) - len(lost)

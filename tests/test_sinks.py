@@ -1,0 +1,134 @@
+"""The sinks where a user meets them: a pipe shared by gunicorn workers, a stdout that
+cannot encode, a log file that is rotated, removed or runs out of space."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+
+APP = textwrap.dedent(
+    """
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    import cvdiag
+
+    async def chat(request):
+        async with cvdiag.agent_scope("planner-" + request.query_params.get("n", "") + "-" * 1500):
+            return JSONResponse({"ok": True})
+
+    app = cvdiag.CvdiagMiddleware(Starlette(routes=[Route("/chat", chat)]), slug="gw")
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("CVDIAG")}, **extra}
+
+
+class SlowReader(threading.Thread):
+    """Drains a pipe a few KiB at a time, so that writers find it full and block."""
+
+    def __init__(self, fd: int, chunk: int = 1024, pause: float = 0.0005) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.chunk, self.pause = fd, chunk, pause
+        self.data = bytearray()
+
+    def wait_for(self, needle: bytes, count: int, timeout: float = 60) -> None:
+        """Until ``needle`` was read ``count`` times: the workers' queues have drained."""
+        deadline = time.monotonic() + timeout
+        while bytes(self.data).count(needle) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def run(self) -> None:
+        while block := os.read(self.fd, self.chunk):
+            self.data += block
+            time.sleep(self.pause)
+
+
+async def _hammer(base: str, test_ids: list[str], concurrency: int) -> None:
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as client:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(i: int, test_id: str) -> None:
+            async with gate:
+                response = await client.get(f"/chat?n={i}", headers={"x-test-id": test_id, "via": "1.1 " + "v" * 200})
+                assert response.status_code == 200
+
+        await asyncio.gather(*(one(i, t) for i, t in enumerate(test_ids)))
+
+
+def _wait_until_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "gunicorn exited early"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError("gunicorn did not start")
+
+
+def test_two_gunicorn_workers_on_one_slow_pipe_never_tear_a_line(tmp_path: Path):
+    (tmp_path / "pipeapp.py").write_text(APP)
+    port = _free_port()
+    read_fd, write_fd = os.pipe()
+    fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 4096)  # one page: a slow reader keeps it full
+    workers = ["-w", "2", "-k", "uvicorn.workers.UvicornWorker", "-b", f"127.0.0.1:{port}", "--keep-alive", "60"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "pipeapp:app", *workers, "--chdir", str(tmp_path), "--log-level", "warning"],
+        stdout=write_fd,
+        stderr=subprocess.PIPE,
+        env=_clean_env(CVDIAG_ENABLED="1", CVDIAG_TIER="verbose", PYTHONWARNINGS="ignore::DeprecationWarning"),
+    )
+    os.close(write_fd)
+    reader = SlowReader(read_fd)
+    reader.start()
+    try:
+        _wait_until_listening(port, proc)
+        test_ids = [f"pipe-{i}" for i in range(300)]
+        asyncio.run(_hammer(f"http://127.0.0.1:{port}", test_ids, concurrency=64))
+        reader.wait_for(b'"boundary":"backend.response.complete"', len(test_ids))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+        reader.join(60)
+        os.close(read_fd)
+    lines = bytes(reader.data).splitlines()
+    torn = [line[:120] for line in lines if not line.startswith(b"CVDIAG {") or not _parses(line[7:])]
+    assert torn == [], f"{len(torn)} torn lines of {len(lines)}; stderr: {stderr.decode()[-2000:]}"
+    envelopes = [orjson.loads(line[7:]) for line in lines]
+    completed = {e["test_id"] for e in envelopes if e["boundary"] == "backend.response.complete"}
+    missing = sorted(set(test_ids) - completed)
+    by_id = {t: [e["boundary"] for e in envelopes if e["test_id"] == t] for t in missing[:3]}
+    accounting = [e for e in envelopes if e["boundary"].startswith("cvdiag.")]
+    assert missing == [], f"{len(missing)} requests without a terminal, e.g. {by_id}; {accounting}"
+    assert len({e["test_id"] for e in envelopes if e["boundary"] == "backend.agent.enter"}) == len(test_ids)
+
+
+def _parses(raw: bytes) -> bool:
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return True
