@@ -4,7 +4,9 @@ cannot encode, a log file that is rotated, removed or runs out of space."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
+import io
 import os
 import signal
 import socket
@@ -17,6 +19,10 @@ from pathlib import Path
 
 import httpx
 import orjson
+import pytest
+from emitkit import capture
+
+import cvdiag
 
 APP = textwrap.dedent(
     """
@@ -132,3 +138,43 @@ def _parses(raw: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return True
+
+
+ENCODING_PROBE = textwrap.dedent(
+    """
+    import sys
+    import cvdiag
+    for test_id, agent in [("enc-1", "plain"), ("enc-2", "café ☕ 😀 Zürich"), ("enc-3", "plain")]:
+        with cvdiag.request_context(test_id=test_id), cvdiag.agent_scope(agent):
+            pass
+    cvdiag.flush()
+    stats = cvdiag.stats()
+    print("written", stats["written"], "failed", stats.get("write_failed"), file=sys.stderr)
+    """
+)
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "cp1252"])
+def test_a_stdout_that_cannot_encode_loses_no_line(encoding: str):
+    env = _clean_env(CVDIAG_ENABLED="1", PYTHONIOENCODING=encoding)
+    result = subprocess.run([sys.executable, "-c", ENCODING_PROBE], env=env, capture_output=True, timeout=60)
+    envelopes = [orjson.loads(line.removeprefix(b"CVDIAG ")) for line in result.stdout.splitlines()]
+    agents = [(e["test_id"], e["metadata"]["agent_name"]) for e in envelopes if e["boundary"] == "backend.agent.enter"]
+    assert agents == [("enc-1", "plain"), ("enc-2", "café ☕ 😀 Zürich"), ("enc-3", "plain")], result.stderr
+    assert len(envelopes) == 6
+    assert result.stderr.decode().split() == ["written", "6", "failed", "0"]
+
+
+def test_a_text_stdout_without_a_descriptor_gets_ascii_escapes_not_lost_lines():
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    with capture("default") as cap, contextlib.redirect_stdout(out):
+        cvdiag.configure(enabled=True, environ={}, stdout=True)
+        for agent in ("plain", "café ☕ 😀", "plain"):
+            with cvdiag.agent_scope(agent):
+                pass
+        cvdiag.flush()
+        out.flush()
+    lines = out.buffer.getvalue().splitlines()
+    names = [orjson.loads(line[7:])["metadata"]["agent_name"] for line in lines if b"agent.enter" in line]
+    assert names == ["plain", "café ☕ 😀", "plain"]
+    assert len(lines) == len(cap.all()) == 6
