@@ -64,11 +64,11 @@ def _env_label(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def _requested_tier(environ: Mapping[str, str]) -> Tier:
+def _requested_tier(environ: Mapping[str, str], warnings: list[str]) -> Tier:
     raw = environ.get("CVDIAG_TIER")
     tier = Tier.parse(raw) if raw and raw.strip() else Tier.DEFAULT
     if tier is None:
-        log.warning("cvdiag: CVDIAG_TIER=%r is not default, verbose or debug; using default", raw[:64])
+        warnings.append(f"cvdiag: CVDIAG_TIER={raw[:64]!r} is not default, verbose or debug; using default")
         tier = Tier.DEFAULT
     if _truthy(environ.get("CVDIAG_VERBOSE")):
         tier = max(tier, Tier.VERBOSE)
@@ -103,11 +103,11 @@ def _slug_list(raw: str | Iterable[str] | None) -> frozenset[str]:
     return frozenset(s.strip().lower() for s in items if s and s.strip())
 
 
-def _queue_size(raw: str | None) -> int:
+def _queue_size(raw: str | None, warnings: list[str]) -> int:
     try:
         return max(1, int(raw)) if raw else DEFAULT_QUEUE_SIZE
     except ValueError:
-        log.warning("cvdiag: CVDIAG_QUEUE_SIZE=%r is not a number; using %d", raw[:32], DEFAULT_QUEUE_SIZE)
+        warnings.append(f"cvdiag: CVDIAG_QUEUE_SIZE={raw[:32]!r} is not a number; using {DEFAULT_QUEUE_SIZE}")
         return DEFAULT_QUEUE_SIZE
 
 
@@ -124,12 +124,16 @@ def build_settings(
     strict: bool | None = None,
     slug: str | None = None,
 ) -> Settings:
-    """Settings from explicit arguments, the rest read from ``environ``."""
+    """Settings from explicit arguments, the rest read from ``environ``.
+
+    Bad values are warned about only when enabled: a disabled cvdiag prints nothing.
+    """
     environ = os.environ if environ is None else environ
+    warnings: list[str] = []
     if enabled is None:
         enabled = _truthy(environ.get("CVDIAG_ENABLED")) or _truthy(environ.get("CVDIAG_BACKEND_EMITTER"))
     if tier is None:
-        requested = _requested_tier(environ)
+        requested = _requested_tier(environ, warnings)
     elif isinstance(tier, Tier):
         requested = tier
     else:
@@ -142,7 +146,12 @@ def build_settings(
         stdout = (environ.get("CVDIAG_STDOUT") or "").strip().lower() not in _FALSE
     if file is None:
         file = environ.get("CVDIAG_FILE") or None
+    if queue_size is None:
+        queue_size = _queue_size(environ.get("CVDIAG_QUEUE_SIZE"), warnings)
     effective = _guard_debug(requested, label) if enabled else requested
+    if enabled:
+        for warning in warnings:
+            log.warning("%s", warning)
     return Settings(
         enabled=bool(enabled),
         tier=effective,
@@ -153,7 +162,7 @@ def build_settings(
         ),
         stdout=bool(stdout),
         file=os.fspath(file) if file else None,
-        queue_size=queue_size if queue_size is not None else _queue_size(environ.get("CVDIAG_QUEUE_SIZE")),
+        queue_size=queue_size,
         strict=strict if strict is not None else _truthy(environ.get("CVDIAG_STRICT")),
         slug=slug if slug is not None else (environ.get("CVDIAG_SLUG") or None),
         debug_armed_at=time.monotonic(),

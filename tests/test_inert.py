@@ -49,3 +49,34 @@ def test_enabled_server_writes_prefixed_lines_to_stdout():
     lines = result.stdout.splitlines()
     assert result.returncode == 0, result.stderr
     assert len(lines) == 2 and all(line.startswith('CVDIAG {"schema_version":1,"test_id":"sub-1"') for line in lines)
+
+
+SILENT_PROBE = textwrap.dedent(
+    """
+    import cvdiag
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+    cvdiag.configure()
+    app = cvdiag.CvdiagMiddleware(Starlette(routes=[Route("/", lambda r: PlainTextResponse(""))]))
+    with TestClient(app) as client:
+        client.get("/", headers={"x-test-id": "t-1"})
+    cvdiag.emit("backend.not.registered")
+    cvdiag.flush()
+    """
+)
+
+
+def test_disabled_prints_nothing_whatever_else_is_set():
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CVDIAG")},
+        "CVDIAG_TIER": "bogus",
+        "CVDIAG_DEBUG": "1",
+        "CVDIAG_ENV": "production",
+        "CVDIAG_QUEUE_SIZE": "lots",
+        "CVDIAG_ENABLED": "0",
+    }
+    result = subprocess.run([sys.executable, "-c", SILENT_PROBE], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (result.stdout, result.stderr) == ("", "")
