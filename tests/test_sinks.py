@@ -178,3 +178,61 @@ def test_a_text_stdout_without_a_descriptor_gets_ascii_escapes_not_lost_lines():
     names = [orjson.loads(line[7:])["metadata"]["agent_name"] for line in lines if b"agent.enter" in line]
     assert names == ["plain", "café ☕ 😀", "plain"]
     assert len(lines) == len(cap.all()) == 6
+
+
+def _agent_lines(path: Path) -> list[str]:
+    return [orjson.loads(line)["metadata"]["agent_name"] for line in path.read_bytes().splitlines()]
+
+
+def _emit_agents(*names: str) -> None:
+    for name in names:
+        cvdiag.emit("backend.agent.enter", {"agent_name": name})
+    cvdiag.flush()
+
+
+@pytest.mark.parametrize("rotate", ["rename", "rm"])
+def test_file_sink_follows_its_path_after_rotation(tmp_path: Path, rotate: str):
+    log = tmp_path / "cvdiag.ndjson"
+    with capture("default", file=str(log)):
+        _emit_agents("before")
+        if rotate == "rename":
+            log.rename(tmp_path / "cvdiag.ndjson.1")  # what logrotate does (without copytruncate)
+        else:
+            log.unlink()
+        _emit_agents("after-1", "after-2")
+    assert _agent_lines(log) == ["after-1", "after-2"]
+    if rotate == "rename":
+        assert _agent_lines(tmp_path / "cvdiag.ndjson.1") == ["before"]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_leaves_only_whole_lines_and_counts_the_loss(small_disk: Path):
+    log = small_disk / "cvdiag.ndjson"
+    filler = small_disk / "filler"
+    filler.write_bytes(b"x" * 20_000)
+    before = cvdiag.stats()
+    with capture("default", file=str(log)):
+        for round_ in range(12):  # batches of lines, until the disk is full and beyond
+            _emit_agents(*(f"r{round_}-{i}-" + "n" * 300 for i in range(8)))
+        full = cvdiag.stats()
+        filler.unlink()  # space comes back
+        _emit_agents("after-space-freed")
+    assert full["write_failed"] > before["write_failed"] and full["sink_errors"] > before["sink_errors"]
+    data = log.read_bytes()
+    assert data.endswith(b"\n")
+    names = _agent_lines(log)  # every line parses: no partial line glued onto the next
+    assert names[-1] == "after-space-freed"
+    written = full["written"] - before["written"]
+    assert len(names) - 1 == written < 12 * 8
