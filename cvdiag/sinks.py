@@ -94,8 +94,8 @@ class WholeLines:
                 while done < len(data):
                     try:
                         done += os.write(fd, data[done:] if done else data)
-                    except BlockingIOError:
-                        select.select((), (fd,), ())
+                    except BlockingIOError:  # a non-blocking stdout: wait until it drains
+                        _wait_writable(fd)
             except OSError as exc:
                 error = error or exc
                 whole = data.rfind(b"\n", 0, done) + 1
@@ -115,6 +115,12 @@ class WholeLines:
         except OSError:
             return False
         return True
+
+
+def _wait_writable(fd: int) -> None:
+    poller = select.poll()  # not select(): descriptors past 1024 are common in servers
+    poller.register(fd, select.POLLOUT)
+    poller.poll()
 
 
 def _escape_non_ascii(text: str) -> str:

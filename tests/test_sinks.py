@@ -236,3 +236,37 @@ def test_a_full_disk_leaves_only_whole_lines_and_counts_the_loss(small_disk: Pat
     assert names[-1] == "after-space-freed"
     written = full["written"] - before["written"]
     assert len(names) - 1 == written < 12 * 8
+
+
+NONBLOCKING_PROBE = textwrap.dedent(
+    """
+    import os, sys
+    import cvdiag
+    os.set_blocking(1, False)  # as some parents (node, asyncio tools) leave stdout
+    with cvdiag.request_context(test_id="nb"):
+        for i in range(2000):
+            cvdiag.emit("backend.agent.enter", {"agent_name": f"a{i}-" + "x" * (i % 700)})
+    cvdiag.flush(60)
+    stats = cvdiag.stats()
+    print("written", stats["written"], "failed", stats["write_failed"], file=sys.stderr)
+    """
+)
+
+
+def test_a_non_blocking_stdout_pipe_is_waited_on_and_every_line_arrives_whole():
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", NONBLOCKING_PROBE],
+        stdout=write_fd,
+        stderr=subprocess.PIPE,
+        env=_clean_env(CVDIAG_ENABLED="1", CVDIAG_QUEUE_SIZE="5000"),
+    )
+    os.close(write_fd)
+    reader = SlowReader(read_fd)
+    reader.start()
+    _, stderr = proc.communicate(timeout=60)
+    reader.join(60)
+    os.close(read_fd)
+    names = [orjson.loads(line[7:])["metadata"]["agent_name"] for line in bytes(reader.data).splitlines()]
+    assert [n.split("-")[0] for n in names] == [f"a{i}" for i in range(2000)]
+    assert stderr.decode().split() == ["written", "2000", "failed", "0"]
