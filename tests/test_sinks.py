@@ -33,8 +33,10 @@ APP = textwrap.dedent(
     import cvdiag
 
     async def chat(request):
-        async with cvdiag.agent_scope("planner-" + request.query_params.get("n", "") + "-" * 1500):
-            return JSONResponse({"ok": True})
+        for step in range(10):  # a burst of 20 lines of about 1.6 KiB per request
+            async with cvdiag.agent_scope(f"planner-{request.query_params['n']}-{step}-" + "-" * 1500):
+                pass
+        return JSONResponse({"ok": True})
 
     app = cvdiag.CvdiagMiddleware(Starlette(routes=[Route("/chat", chat)]), slug="gw")
     """
@@ -77,8 +79,10 @@ async def _hammer(base: str, test_ids: list[str], concurrency: int) -> None:
         gate = asyncio.Semaphore(concurrency)
 
         async def one(i: int, test_id: str) -> None:
+            # connection: close makes every request a new accept, so both workers serve (and write) at once
+            headers = {"x-test-id": test_id, "via": "1.1 " + "v" * 200, "connection": "close"}
             async with gate:
-                response = await client.get(f"/chat?n={i}", headers={"x-test-id": test_id, "via": "1.1 " + "v" * 200})
+                response = await client.get(f"/chat?n={i}", headers=headers)
                 assert response.status_code == 200
 
         await asyncio.gather(*(one(i, t) for i, t in enumerate(test_ids)))
@@ -112,7 +116,7 @@ def test_two_gunicorn_workers_on_one_slow_pipe_never_tear_a_line(tmp_path: Path)
     reader.start()
     try:
         _wait_until_listening(port, proc)
-        test_ids = [f"pipe-{i}" for i in range(300)]
+        test_ids = [f"pipe-{i}" for i in range(100)]
         asyncio.run(_hammer(f"http://127.0.0.1:{port}", test_ids, concurrency=64))
         reader.wait_for(b'"boundary":"backend.response.complete"', len(test_ids))
     finally:
