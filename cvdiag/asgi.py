@@ -26,7 +26,9 @@ _CONTENT_LENGTH = b"content-length"
 _CONTENT_TYPE = b"content-type"
 _EVENT_STREAM = b"text/event-stream"
 _CANCELLED = (asyncio.CancelledError, GeneratorExit)
-_CLIENT_GONE = (ClientDisconnect, OSError)
+#: Set in the scope of a request an outer CvdiagMiddleware observes: an inner one (a
+#: mounted sub-application with its own middleware) joins that request instead.
+_SCOPE_MARK = "cvdiag.request"
 
 
 def _header_text(raw: bytes) -> str:
@@ -129,7 +131,12 @@ class CvdiagMiddleware:
         return ctx, adopted is not None, found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not config.get_settings().enabled or self._excluded(scope.get("path", "")):
+        if (
+            scope["type"] != "http"
+            or not config.get_settings().enabled
+            or _SCOPE_MARK in scope
+            or self._excluded(scope.get("path", ""))
+        ):
             await self.app(scope, receive, send)
             return
 
@@ -141,6 +148,7 @@ class CvdiagMiddleware:
             await self.app(scope, receive, send)
             return
         test_id = ctx.test_id
+        scope[_SCOPE_MARK] = True
         tokens = bind(ctx)
         # Resolved once per request: the per-chunk path must stay a counter unless
         # debug is on. The emitter re-checks every envelope, so lowering the tier still
@@ -186,7 +194,7 @@ class CvdiagMiddleware:
                 message = original
             try:
                 await send(message)
-            except OSError:  # ASGI spec 2.4 servers: the client is gone
+            except OSError:  # ASGI spec 2.4 servers: the client is gone (the app's own OSErrors are not)
                 disconnected = True
                 raise
             if kind == "http.response.start":
@@ -283,7 +291,10 @@ class CvdiagMiddleware:
         exception must be explained."""
         elapsed = elapsed_ms(start_ns)
         cancelled = isinstance(error, _CANCELLED)
-        gone = disconnected or isinstance(error, _CLIENT_GONE)
+        # Only the server can say the client left: http.disconnect, its send failing, or
+        # Starlette's ClientDisconnect. An OSError of the app's own (a provider dropping
+        # its upstream connection) is the app's failure: chunk_error.
+        gone = disconnected or isinstance(error, ClientDisconnect)
         explain = error is not None and not cancelled and not gone and isinstance(error, Exception)
         if finished:
             emit_edge(
