@@ -88,7 +88,10 @@ class InFlight:
 
         async def receive_lifespan() -> Message:
             message = await receive()
-            if message.get("type") == "lifespan.shutdown":
+            kind = message.get("type")
+            if kind == "lifespan.startup":  # an application can be started again (TestClient)
+                self.stopping = False
+            elif kind == "lifespan.shutdown":
                 try:
                     await self.shutdown()
                 except Exception:
