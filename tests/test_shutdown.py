@@ -171,15 +171,23 @@ while not server.started:
     time.sleep(0.01)
 
 
+started = threading.Semaphore(0)
+
+
 def stream(i):
     with httpx.stream("GET", f"http://127.0.0.1:{{port}}/chat", headers={{"x-test-id": f"shutdown-{{i}}"}}) as r:
-        for _ in r.iter_bytes():
+        chunks = r.iter_bytes()
+        next(chunks)
+        started.release()
+        for _ in chunks:
             pass
 
 
 for i in range({streams}):
     threading.Thread(target=stream, args=(i,), daemon=True).start()
-time.sleep(1.0)
+for _ in range({streams}):
+    assert started.acquire(timeout=30)
+time.sleep(0.3)  # a few heartbeats
 sys.exit(0)  # the process ends with every stream still in flight
 """
 
