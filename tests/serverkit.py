@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import httpx
+import pytest
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -34,3 +37,16 @@ def running_server(app: ASGIApp, **options: object) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def wait_until_serving(base: str, proc: subprocess.Popen, timeout: float = 30) -> None:
+    """Block until the server process ``proc`` answers HTTP at ``base``; fail if it died."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(f"{base}/nothing", timeout=1)
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail("uvicorn did not start")
+            time.sleep(0.05)

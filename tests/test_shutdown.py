@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from cvdiag_cli import run
-from serverkit import free_port
+from serverkit import free_port, wait_until_serving
 
 from cvdiag.schema import BACKEND_TERMINALS
 
@@ -80,15 +80,7 @@ def _serve_and_stop(tmp: Path, sig: signal.Signals, lifespan: str) -> Path:
     proc = subprocess.Popen(command, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{base}/nothing", timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail("uvicorn did not start")
-                time.sleep(0.05)
+        wait_until_serving(base, proc)
         first_chunk = threading.Semaphore(0)
         clients = [
             threading.Thread(target=_stream, args=(base, f"shutdown-{i}", first_chunk), daemon=True)
@@ -160,7 +152,7 @@ import httpx
 import uvicorn
 
 sys.path.insert(0, {tests!r})
-from serverkit import free_port
+from serverkit import free_port, wait_until_serving
 
 from app import app
 
