@@ -278,7 +278,9 @@ class CvdiagMiddleware:
             )
 
         in_flight = self._in_flight
-        in_flight.add(end, ctx)
+        if not in_flight.watched:
+            in_flight.watch()
+        in_flight.requests[end] = ctx
         error: BaseException | None = None
         try:
             await self.app(scope, receive_wrapper, send_wrapper)
@@ -286,7 +288,7 @@ class CvdiagMiddleware:
             error = exc
             raise
         finally:
-            in_flight.discard(end)
+            in_flight.requests.pop(end, None)
             try:
                 end(error, False)
             except Exception:  # never replace the app's own exception with ours

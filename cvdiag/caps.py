@@ -99,22 +99,18 @@ def _encodable(value: Any) -> Any:
     return value
 
 
-def _dumps(envelope: dict[str, Any]) -> bytes:
-    """orjson, which refuses lone surrogates (a client can send ``"\\ud800"`` in valid
-    JSON): on its refusal, replace them and render again. The common path pays nothing."""
-    try:
-        return orjson.dumps(envelope)
-    except orjson.JSONEncodeError:
-        envelope.update(_encodable(envelope))
-        return orjson.dumps(envelope)
-
-
 def render_capped(envelope: dict[str, Any], cap: int) -> bytes:
     """The envelope's JSON, shrunk step by step until it is at most ``cap`` bytes.
 
     May modify ``envelope`` (its metadata and demo; edge headers are copied first).
+    orjson refuses lone surrogates (a client can send ``"\\ud800"`` in valid JSON): on
+    its refusal they become U+FFFD and it renders again; the common path pays nothing.
     """
-    line = _dumps(envelope)
+    try:
+        line = orjson.dumps(envelope)
+    except orjson.JSONEncodeError:
+        envelope.update(_encodable(envelope))
+        line = orjson.dumps(envelope)
     if len(line) <= cap:
         return line
     envelope["_truncated"] = True

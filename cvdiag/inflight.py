@@ -40,7 +40,11 @@ _exit_hook: list[bool] = [False]
 
 
 class InFlight:
-    """The requests one middleware is serving, and whether its server is stopping."""
+    """The requests one middleware is serving, and whether its server is stopping.
+
+    The middleware adds and removes ``requests`` entries itself (two dict operations
+    per request; a method call each would cost more than both).
+    """
 
     __slots__ = ("__weakref__", "requests", "stopping", "watched")
 
@@ -49,14 +53,11 @@ class InFlight:
         self.stopping = False
         self.watched = False
 
-    def add(self, end: End, ctx: RequestContext) -> None:
-        if not self.watched:  # the first request, not construction: a disabled app stays inert
-            self.watched = True
-            _watch(self)
-        self.requests[end] = ctx
-
-    def discard(self, end: End) -> None:
-        self.requests.pop(end, None)
+    def watch(self) -> None:
+        """Have ``atexit`` end what is still open; called at the first request, not at
+        construction, so that a disabled application stays inert."""
+        self.watched = True
+        _watch(self)
 
     def is_shutdown(self, cancelled: BaseException) -> bool:
         """Was this cancellation the server shutting down (not a timeout or a hang-up)?"""
