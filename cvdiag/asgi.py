@@ -18,6 +18,7 @@ from .context import EMPTY_FORWARD, RequestContext, bind, resolve_slug, unbind
 from .emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge, note_internal_error
 from .errors import error_metadata
 from .ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
+from .inflight import InFlight
 from .schema import EDGE_HEADER_MAX_CHARS, EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
 
 _EDGE = frozenset(h.encode() for h in EDGE_HEADERS)
@@ -26,7 +27,9 @@ _CONTENT_LENGTH = b"content-length"
 _CONTENT_TYPE = b"content-type"
 _EVENT_STREAM = b"text/event-stream"
 _CANCELLED = (asyncio.CancelledError, GeneratorExit)
-_CLIENT_GONE = (ClientDisconnect, OSError)
+#: Set in the scope of a request an outer CvdiagMiddleware observes: an inner one (a
+#: mounted sub-application with its own middleware) joins that request instead.
+_SCOPE_MARK = "cvdiag.request"
 
 
 def _header_text(raw: bytes) -> str:
@@ -100,6 +103,7 @@ class CvdiagMiddleware:
         self.exclude_paths = frozenset(p.rstrip("/") or "/" for p in exclude_paths)
         self._wanted = frozenset({self.test_id_header, self.slug_header, _CONTENT_LENGTH, *_FORWARD, *_EDGE})
         self._wanted_response = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, self.test_id_header, *_EDGE})
+        self._in_flight = InFlight()
 
     def _excluded(self, path: str) -> bool:
         if not self.exclude_paths:
@@ -129,7 +133,16 @@ class CvdiagMiddleware:
         return ctx, adopted is not None, found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not config.get_settings().enabled or self._excluded(scope.get("path", "")):
+        if scope["type"] == "lifespan" and _SCOPE_MARK not in scope:
+            scope[_SCOPE_MARK] = True
+            await self.app(scope, self._in_flight.receive(receive), self._in_flight.send(send))
+            return
+        if (
+            scope["type"] != "http"
+            or not config.get_settings().enabled
+            or _SCOPE_MARK in scope
+            or self._excluded(scope.get("path", ""))
+        ):
             await self.app(scope, receive, send)
             return
 
@@ -141,6 +154,7 @@ class CvdiagMiddleware:
             await self.app(scope, receive, send)
             return
         test_id = ctx.test_id
+        scope[_SCOPE_MARK] = True
         tokens = bind(ctx)
         # Resolved once per request: the per-chunk path must stay a counter unless
         # debug is on. The emitter re-checks every envelope, so lowering the tier still
@@ -186,7 +200,7 @@ class CvdiagMiddleware:
                 message = original
             try:
                 await send(message)
-            except OSError:  # ASGI spec 2.4 servers: the client is gone
+            except OSError:  # ASGI spec 2.4 servers: the client is gone (the app's own OSErrors are not)
                 disconnected = True
                 raise
             if kind == "http.response.start":
@@ -240,6 +254,33 @@ class CvdiagMiddleware:
                     sse_sequence += 1
             return message
 
+        ended = False
+
+        def end(error: BaseException | None, shutdown: bool) -> None:
+            """This request's terminal: from its own ``finally``, or from ``InFlight``
+            when the server shuts down with the request still open; once either way."""
+            nonlocal ended
+            if ended:
+                return
+            ended = True
+            self._terminal(
+                error,
+                start_ns=start_ns,
+                status=status,
+                length=declared_length if declared_length is not None else bytes_sent,
+                bytes_sent=bytes_sent,
+                sse_events=sse_events,
+                started=started,
+                finished=finished,
+                disconnected=disconnected,
+                shutdown=shutdown or (isinstance(error, _CANCELLED) and self._in_flight.is_shutdown(error)),
+                edge=response_edge,
+            )
+
+        in_flight = self._in_flight
+        if not in_flight.watched:
+            in_flight.watch()
+        in_flight.requests[end] = ctx
         error: BaseException | None = None
         try:
             await self.app(scope, receive_wrapper, send_wrapper)
@@ -247,19 +288,9 @@ class CvdiagMiddleware:
             error = exc
             raise
         finally:
+            in_flight.requests.pop(end, None)
             try:
-                self._terminal(
-                    error,
-                    start_ns=start_ns,
-                    status=status,
-                    length=declared_length if declared_length is not None else bytes_sent,
-                    bytes_sent=bytes_sent,
-                    sse_events=sse_events,
-                    started=started,
-                    finished=finished,
-                    disconnected=disconnected,
-                    edge=response_edge,
-                )
+                end(error, False)
             except Exception:  # never replace the app's own exception with ours
                 note_internal_error()
             finally:
@@ -277,13 +308,17 @@ class CvdiagMiddleware:
         started: bool,
         finished: bool,
         disconnected: bool,
+        shutdown: bool,
         edge: Mapping[str, str | None],
     ) -> None:
         """Exactly one terminal envelope (spec section 8), then error.caught if an
         exception must be explained."""
         elapsed = elapsed_ms(start_ns)
         cancelled = isinstance(error, _CANCELLED)
-        gone = disconnected or isinstance(error, _CLIENT_GONE)
+        # Only the server can say the client left: http.disconnect, its send failing, or
+        # Starlette's ClientDisconnect. An OSError of the app's own (a provider dropping
+        # its upstream connection) is the app's failure: chunk_error.
+        gone = disconnected or isinstance(error, ClientDisconnect)
         explain = error is not None and not cancelled and not gone and isinstance(error, Exception)
         if finished:
             emit_edge(
@@ -302,7 +337,9 @@ class CvdiagMiddleware:
             _emit_error(error, elapsed)
             return
         else:
-            if cancelled:
+            if shutdown:
+                kind = "shutdown"
+            elif cancelled:
                 kind = "timeout"
             elif gone:
                 kind = "rst"

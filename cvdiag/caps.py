@@ -6,6 +6,7 @@ and numbers are never altered; ``_truncated`` is set only when something changed
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from .schema import EDGE_HEADERS
 from .scrubber import REDACTED
 
 TRUNCATED_OBJECT = "[truncated]"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _DEMO_CLAMP = 32
 _EDGE_CLAMP = 16
 
@@ -82,12 +84,33 @@ _LADDER: tuple[Callable[[dict[str, Any]], bool], ...] = (
 )
 
 
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (not UTF-8 encodable) replaced by U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return without_surrogates(value)
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(v) for v in value]
+    return value
+
+
 def render_capped(envelope: dict[str, Any], cap: int) -> bytes:
     """The envelope's JSON, shrunk step by step until it is at most ``cap`` bytes.
 
     May modify ``envelope`` (its metadata and demo; edge headers are copied first).
+    orjson refuses lone surrogates (a client can send ``"\\ud800"`` in valid JSON): on
+    its refusal they become U+FFFD and it renders again; the common path pays nothing.
     """
-    line = orjson.dumps(envelope)
+    try:
+        line = orjson.dumps(envelope)
+    except orjson.JSONEncodeError:
+        envelope.update(_encodable(envelope))
+        line = orjson.dumps(envelope)
     if len(line) <= cap:
         return line
     envelope["_truncated"] = True

@@ -144,8 +144,17 @@ def aimock_fixture_mismatch(ev: Evidence, th: Thresholds, log_end: float | None,
     return "aimock-fixture-mismatch", 0.9, f"aimock {decided} (fixture_id null{why}) and sent back {sent} bytes."
 
 
+def _server_stopped(ev: Evidence) -> bool:
+    """Did the backend end a request because its server was shutting down?
+
+    The shutdown terminal is how the read side knows a process's log ends there: an
+    LLM call or agent still open then was cut off, not stalled or failed.
+    """
+    return bool(ev.aborts and "shutdown" in ev.aborts)
+
+
 def llm_stalled(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
-    if ev.llm_starts <= ev.llm_responses:
+    if ev.llm_starts <= ev.llm_responses or _server_stopped(ev):
         return None
     last_beat = ev.heartbeat_last
     if last_beat is not None and last_beat >= th.slow_s * 1000.0:
@@ -220,7 +229,7 @@ def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts
 
 
 def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
-    if not ev.agent_bad:
+    if not ev.agent_bad or (ev.agent_bad.value == "cancelled" and _server_stopped(ev)):
         return None
     name = ev.agent_name or "?"
     status = facts["http_status"]
@@ -231,6 +240,8 @@ def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict
 def incomplete(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
     if not ev.backend_events:
         return None
+    if _server_stopped(ev):
+        return _stopped_verdict(ev)
     ended = ev.terminals()
     if ended and ev.ingress <= ended:
         return None
@@ -244,6 +255,20 @@ def incomplete(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
     else:
         what = f"{_n(ev.backend_events, 'backend event')} but no terminal"
     return "incomplete", 0.8, f"{what}; the last boundary was {boundary} at {ts}{tail}."
+
+
+def _stopped_verdict(ev: Evidence) -> Verdict:
+    sent, duration = ev.abort_first["shutdown"].value
+    requests = ev.aborts["shutdown"]
+    what = "a request" if requests == 1 else f"{requests} requests"
+    beats = f"; last heartbeat at {_s(ev.heartbeat_last)}" if ev.heartbeats else ""
+    cut = "; its LLM call was cut off" if ev.llm_timeouts or ev.llm_starts > ev.llm_responses else ""
+    return (
+        "incomplete",
+        0.85,
+        f"The server stopped (shutdown) with {what} in flight, after {_n(sent, 'byte')} and {_s(duration)}"
+        f"{cut}{beats}.",
+    )
 
 
 def no_backend(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:

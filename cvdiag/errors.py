@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from .caps import without_surrogates
 from .scrubber import scrub
 
 MESSAGE_MAX_BYTES = 512
@@ -20,7 +21,11 @@ STACK_MAX_BYTES = 2048
 
 
 def _cut_utf8(text: str, limit: int) -> tuple[str, bool]:
-    raw = text.encode()
+    try:
+        raw = text.encode()
+    except UnicodeEncodeError:  # lone surrogates, e.g. from a client's JSON
+        text = without_surrogates(text)
+        raw = text.encode()
     if len(raw) <= limit:
         return text, False
     return raw[: limit - 3].decode("utf-8", "ignore") + "...", True

@@ -44,7 +44,7 @@ ENVELOPE_FIELDS: tuple[str, ...] = (
 LAYERS: tuple[str, ...] = ("probe", "backend", "aimock")
 OUTCOMES: tuple[str, ...] = ("ok", "err", "timeout", "info")
 FAILURE_OUTCOMES: frozenset[str] = frozenset({"err", "timeout"})
-TERMINATION_KINDS: tuple[str, ...] = ("fin_clean", "fin_premature", "rst", "chunk_error", "timeout")
+TERMINATION_KINDS: tuple[str, ...] = ("fin_clean", "fin_premature", "rst", "chunk_error", "timeout", "shutdown")
 TERMINAL_OUTCOMES: tuple[str, ...] = ("ok", "error", "cancelled")
 
 #: Section 6: the only response/request headers an envelope carries, always all 9.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cvdiag_cli import run
+from serverkit import free_port, wait_until_serving
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
@@ -56,19 +56,13 @@ app.add_middleware(cvdiag.CvdiagMiddleware, slug="e2e")
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
     """(stdout log, NDJSON file sink) of a uvicorn app that served three scenarios."""
     tmp = tmp_path_factory.mktemp("emitter")
     (tmp / "app.py").write_text(APP)
     stdout, sink = tmp / "stdout.log", tmp / "sink.ndjson"
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "CVDIAG_ENABLED": "1",
@@ -86,15 +80,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]
         )
         try:
             base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    httpx.get(f"{base}/nothing", timeout=1)
-                    break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline or proc.poll() is not None:
-                        pytest.fail("uvicorn did not start")
-                    time.sleep(0.1)
+            wait_until_serving(base, proc)
             # A fresh connection per scenario: the server closes the one that served a 500.
             assert httpx.get(f"{base}/chat", headers={"x-test-id": "e2e-happy"}, timeout=10).status_code == 200
             assert httpx.get(f"{base}/boom", headers={"x-test-id": "e2e-boom"}, timeout=10).status_code == 500

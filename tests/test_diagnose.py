@@ -202,6 +202,51 @@ def test_heartbeats_reaching_the_threshold_make_it_slow_not_stalled():
     assert diagnose(events, Thresholds(slow_s=5.0)).cls == "llm-slow"
 
 
+def _stopped_with_an_open_llm_call() -> list[dict]:
+    """A stream the server ended at shutdown (at exit: its LLM call and agent never closed)."""
+    return [
+        _envelope("backend.request.ingress", 0.0, {"method": "GET", "path": "/chat"}),
+        _envelope("backend.agent.enter", 0.1, {"agent_name": "writer", "model_id": "gpt-4o-mini"}),
+        _envelope("backend.llm.call.start", 0.2, {"provider": "openai", "model": "gpt-4o-mini"}),
+        _envelope("backend.llm.call.heartbeat", 2.2, {"elapsed_ms_since_start": 2000}),
+        _envelope("backend.llm.call.heartbeat", 4.2, {"elapsed_ms_since_start": 4000}),
+        _envelope(
+            "backend.sse.aborted",
+            4.3,
+            {"termination_kind": "shutdown", "bytes_before_abort": 470},
+            outcome="err",
+            duration_ms=4300,
+        ),
+    ]
+
+
+def test_server_shutdown_with_heartbeats_to_the_end_is_incomplete_not_stalled():
+    got = diagnose(_stopped_with_an_open_llm_call(), log_end=parse_ts("2026-11-21T10:00:04.300Z"))
+    assert got.cls == "incomplete"
+    assert got.reason == (
+        "The server stopped (shutdown) with a request in flight, after 470 bytes and 4.3 s; "
+        "its LLM call was cut off; last heartbeat at 4.0 s."
+    )
+    assert got.evidence["termination_kind"] == "shutdown"
+
+
+def test_agent_cancelled_by_a_shutdown_is_incomplete_not_agent_error():
+    events = _stopped_with_an_open_llm_call()
+    events[3:5] = [
+        _envelope("backend.llm.call.response", 4.25, {"error_class": "CancelledError"}, outcome="timeout"),
+        _envelope("backend.agent.exit", 4.26, {"terminal_outcome": "cancelled"}, outcome="err"),
+    ]
+    got = diagnose(events)
+    assert got.cls == "incomplete" and got.reason.startswith("The server stopped (shutdown)")
+    assert "client" not in got.reason
+
+
+def test_an_llm_failure_before_a_shutdown_stays_llm_error():
+    events = _stopped_with_an_open_llm_call()
+    events.append(_envelope("backend.llm.call.response", 1.0, {"error_class": "RateLimitError"}, outcome="err"))
+    assert diagnose(events).cls == "llm-error"
+
+
 def test_client_disconnect_says_before_or_after_first_byte():
     before = diagnose([_envelope("backend.sse.aborted", 1.0, {"termination_kind": "rst", "bytes_before_abort": 0})])
     after = diagnose([_envelope("backend.sse.aborted", 1.0, {"termination_kind": "rst", "bytes_before_abort": 90})])

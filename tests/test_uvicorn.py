@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-import uvicorn
 from emitkit import Captured, capture
+from serverkit import running_server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -38,30 +36,12 @@ async def short_stream(request: Request) -> StreamingResponse:
     return StreamingResponse(body(), media_type="text/event-stream")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server() -> Iterator[tuple[str, Captured]]:
     app = Starlette(routes=[Route("/slow", slow_stream), Route("/short", short_stream)])
     app.add_middleware(cvdiag.CvdiagMiddleware, slug="uvi")
-    port = _free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    with capture("debug") as cap:
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not srv.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}", cap
-        finally:
-            srv.should_exit = True
-            thread.join(10)
+    with capture("debug") as cap, running_server(app) as base:
+        yield base, cap
 
 
 def _wait_for(cap: Captured, boundary: str, test_id: str) -> list[dict]:
