@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -128,21 +129,11 @@ def _sources(paths: Sequence[str], *, spool_stdin: bool = False) -> list[Source]
             raise UsageError("no input: give a PATH (file, directory, .gz) or pipe a log into cvdiag")
         paths = ["-"]
     sources = reader.resolve_sources(paths)
-    if spool_stdin:  # commands that read twice need stdin in a file
-        sources = [_spooled(s) if s.path is None else s for s in sources]
+    if spool_stdin:  # commands that read twice need stdin (or a FIFO) in a file
+        from .spool import spooled
+
+        sources = [spooled(s) if s.stream else s for s in sources]
     return sources
-
-
-def _spooled(src: Source) -> Source:
-    import atexit
-    import shutil
-    import tempfile
-
-    fh = tempfile.NamedTemporaryFile(prefix="cvdiag-stdin-", delete=False)  # noqa: SIM115 - removed at exit
-    atexit.register(os.unlink, fh.name)
-    with fh:
-        shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
-    return Source(src.name, fh.name)
 
 
 def _progress(sources: list[Source]) -> Progress:
@@ -521,6 +512,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script and ``python -m cvdiag``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _terminated)
     if argv[:1] == ["demo"]:
         return _exit(lambda: cmd_demo(argv[1:]))
     parser = _parser()
@@ -571,6 +563,12 @@ def _exit(run: Callable[[], int | None]) -> int:
             f"cvdiag: internal error: {type(exc).__name__}: {exc} (set CVDIAG_TRACEBACK=1 for details)", file=sys.stderr
         )
         return NOTHING_EXIT
+
+
+def _terminated(signum: int, _frame: Any) -> None:
+    """SIGTERM ends the command like Ctrl-C does: ``finally`` blocks and exit handlers
+    run (a stdin spool is removed), instead of the process vanishing mid-write."""
+    raise SystemExit(128 + signum)
 
 
 def _silence_stdout() -> None:
