@@ -359,20 +359,20 @@ def cmd_grep(args: argparse.Namespace) -> int:
 
 
 def _follow(sources: list[Source], keep: Callable[[dict[str, Any]], bool], *, raw: bool, as_json: bool) -> int:
-    from .follow import grown_lines
+    from .follow import followed_hits
 
     if not any(s.followable for s in sources):
         raise UsageError("--follow needs plain files (not stdin or .gz)")
     out = Out()
-    for src, line in grown_lines(sources):
-        kind, env = reader.parse_line(line)
-        if kind != ENVELOPE or not keep(env):
+    for hit in followed_hits(sources):
+        env = hit.value
+        if hit.kind != ENVELOPE or not keep(env):
             continue
         if raw or as_json:
-            sys.stdout.buffer.write((line if raw else orjson.dumps(env)) + b"\n")
+            sys.stdout.buffer.write((hit.raw if raw else orjson.dumps(env)) + b"\n")
             sys.stdout.flush()
         else:
-            row, style = _timeline_row(correlate.Entry((0.0, 0, 0), "envelope", env, src.name), 0.0)
+            row, style = _timeline_row(correlate.Entry((0.0, 0, 0), "envelope", env, hit.source), 0.0)
             row[0] = env["ts"]
             out.line("  ".join(str(c) for c in row if c), style)
             out.stream.flush()

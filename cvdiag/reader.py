@@ -674,44 +674,58 @@ def read(
     for src in sources:
         base = 1
         for buf in src.blocks():
-            counter = LineCounter(buf, base)
-            done = 0
-            if len(markers) == 1:  # one needle (a test id): a plain search, parallel when big
-                spans = _physical_lines_with(buf, markers[0])
-            else:
-                spans = (line for a, b in windows(buf) for line in marked_lines(buf, markers, a, b))
-            joins = _Joins(buf)
-            for ls, le in spans:
-                if joins.joined and joins.taken(ls):
-                    continue
-                if le - ls > MAX_LINE:
-                    raw, kind, value = b"", MALFORMED, LONG_LINE
-                else:
-                    raw = buf[ls:le]
-                    kind, value = parse_line(raw)
-                if kind == MALFORMED and raw:
-                    # Only a malformed line can be the first record of a split envelope:
-                    # the search for the rest costs nothing on the lines that parse.
-                    end = joins.extend(ls, le)
-                    if end != le:
-                        raw = buf[ls:end]
-                        kind, value = parse_line(raw)
-                if progress is not None and ls - done > _PROGRESS_STEP:
-                    progress(ls - done)
-                    done = ls
-                if kind == NOTHING:
-                    continue
-                if kind == MALFORMED:
-                    tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", value)
-                    if not with_lines:
-                        continue
-                if b"\n" in raw:  # a split line: its own records, without the other stream's
-                    raw = rejoin.join(raw)[3]
-                yield Hit(kind, value, src.name, counter.at(ls) if with_lines else None, raw)
-            if progress is not None:
-                progress(len(buf) - done)
+            yield from hits(buf, src.name, tally, markers=markers, with_lines=with_lines, progress=progress, base=base)
             if isinstance(buf, bytes):
                 base += buf.count(b"\n")
+
+
+def hits(
+    buf: Any,
+    name: str,
+    tally: Tally,
+    *,
+    markers: tuple[bytes, ...] = MARKERS,
+    with_lines: bool = False,
+    progress: Callable[[int], None] | None = None,
+    base: int = 1,
+) -> Iterator[Hit]:
+    """``read`` of one buffer of the source ``name``, whose first line is line ``base``."""
+    counter = LineCounter(buf, base)
+    done = 0
+    if len(markers) == 1:  # one needle (a test id): a plain search, parallel when big
+        spans = _physical_lines_with(buf, markers[0])
+    else:
+        spans = (line for a, b in windows(buf) for line in marked_lines(buf, markers, a, b))
+    joins = _Joins(buf)
+    for ls, le in spans:
+        if joins.joined and joins.taken(ls):
+            continue
+        if le - ls > MAX_LINE:
+            raw, kind, value = b"", MALFORMED, LONG_LINE
+        else:
+            raw = buf[ls:le]
+            kind, value = parse_line(raw)
+        if kind == MALFORMED and raw:
+            # Only a malformed line can be the first record of a split envelope:
+            # the search for the rest costs nothing on the lines that parse.
+            end = joins.extend(ls, le)
+            if end != le:
+                raw = buf[ls:end]
+                kind, value = parse_line(raw)
+        if progress is not None and ls - done > _PROGRESS_STEP:
+            progress(ls - done)
+            done = ls
+        if kind == NOTHING:
+            continue
+        if kind == MALFORMED:
+            tally.add(lambda c=counter, o=ls: f"{name}:{c.at(o)}", value)
+            if not with_lines:
+                continue
+        if b"\n" in raw:  # a split line: its own records, without the other stream's
+            raw = rejoin.join(raw)[3]
+        yield Hit(kind, value, name, counter.at(ls) if with_lines else None, raw)
+    if progress is not None:
+        progress(len(buf) - done)
 
 
 _SECONDS: dict[str, float] = {}
