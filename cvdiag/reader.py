@@ -291,27 +291,30 @@ class Source:
         except OSError:
             return 0
 
-    def blocks(self) -> Iterator[Any]:
-        """Buffers that each end on a line boundary (the last may lack its newline)."""
+    def blocks(self, read_size: int = _BLOCK) -> Iterator[Any]:
+        """Buffers that each end on a line boundary (the last may lack its newline).
+
+        A stream is read ``read_size`` bytes at a time (a file is mapped whole).
+        """
         if self.path is None:
             stdin = sys.stdin.buffer
             if _is_gzip(stdin):
                 with gzip.GzipFile(fileobj=stdin) as gz:
-                    yield from stream_blocks(gz, self.name)
+                    yield from stream_blocks(gz, self.name, read_size)
             else:
-                yield from stream_blocks(stdin, self.name)
+                yield from stream_blocks(stdin, self.name, read_size)
             return
         with open(self.path, "rb") as fh:
             st = os.fstat(fh.fileno())
             self.identity = (st.st_dev, st.st_ino)
             if _is_gzip(fh):
                 with gzip.GzipFile(fileobj=fh) as gz:
-                    yield from stream_blocks(gz, self.name)
+                    yield from stream_blocks(gz, self.name, read_size)
                 return
             try:
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             except (ValueError, OSError):  # empty file, pipe, or special file
-                for block in stream_blocks(fh, self.name):
+                for block in stream_blocks(fh, self.name, read_size):
                     self.consumed += len(block)
                     yield block
                 return
@@ -330,17 +333,22 @@ def _is_gzip(fh: Any) -> bool:
     return fh.peek(2)[:2] == b"\x1f\x8b"
 
 
-def _read_block(fh: BinaryIO) -> tuple[bytes, BaseException | None]:
-    """Up to ``_BLOCK`` bytes, and the error that ended the input early, if one did.
+def _read_block(fh: BinaryIO, size: int) -> tuple[bytes, BaseException | None]:
+    """Up to ``size`` bytes, and the error that ended the input early, if one did.
 
-    In small reads: a ``.gz`` cut short raises on the read that meets the cut, and one
-    big read would lose everything it had decompressed before it.
+    A ``.gz`` is read in small pieces: a cut one raises on the read that meets the
+    cut, and one big read would lose everything it had decompressed before it.
     """
+    if not isinstance(fh, gzip.GzipFile):
+        try:
+            return fh.read(size), None
+        except OSError as exc:
+            return b"", exc
     parts: list[bytes] = []
     n = 0
     try:
-        while n < _BLOCK:
-            part = fh.read1(_BLOCK - n)  # type: ignore[attr-defined]
+        while n < size:
+            part = fh.read1(size - n)
             if not part:
                 break
             parts.append(part)
@@ -350,11 +358,11 @@ def _read_block(fh: BinaryIO) -> tuple[bytes, BaseException | None]:
     return parts[0] if len(parts) == 1 else b"".join(parts), None
 
 
-def stream_blocks(fh: BinaryIO, name: str) -> Iterator[bytes]:
+def stream_blocks(fh: BinaryIO, name: str, read_size: int = _BLOCK) -> Iterator[bytes]:
     """The blocks of a stream read to its end (a cut end becomes a placeholder line)."""
     lines = LineBlocks(name)
     while True:
-        chunk, error = _read_block(fh)
+        chunk, error = _read_block(fh, read_size)
         yield from lines.feed(chunk)
         if error is not None:
             print(f"cvdiag: {name} is cut: read what it held ({error})", file=sys.stderr)

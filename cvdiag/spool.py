@@ -19,6 +19,7 @@ from .reader import InputError, Source
 
 MAX_ENV = "CVDIAG_SPOOL_MAX_BYTES"
 _MAX_DEFAULT = 8 << 30
+_READ = 1 << 20  # small reads: the copy needs no big buffer
 
 
 def limit(directory: str) -> int:
@@ -41,7 +42,7 @@ def spooled(src: Source) -> Source:
     written = 0
     try:
         with os.fdopen(fd, "wb", closefd=False) as out:
-            for block in src.blocks():
+            for block in src.blocks(_READ):
                 written += len(block)
                 if written > cap:
                     raise InputError(
