@@ -318,7 +318,9 @@ class Source:
                     self.consumed += len(block)
                     yield block
                 return
-            self.consumed = len(mm)
+            # ``--follow`` goes on from the last whole line: a line still being written
+            # (or a split container line still open) is read whole once it is done.
+            self.consumed = rejoin.held_back(mm, mm.rfind(b"\n") + 1)
             try:
                 if hasattr(mm, "madvise"):
                     mm.madvise(mmap.MADV_SEQUENTIAL)

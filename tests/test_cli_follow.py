@@ -162,3 +162,15 @@ def test_a_docker_line_split_at_16k_is_rejoined_while_following(tmp_path: Path, 
         "backend.llm.call.start",
     ]
     assert found[1]["metadata"]["blob"] == whole["metadata"]["blob"]
+
+
+def test_a_line_being_written_when_the_follow_starts_is_printed_once_whole(tmp_path: Path, follow: Any) -> None:
+    path = tmp_path / "app.log"
+    last = f"CVDIAG {compact(env(1))}\n"
+    path.write_text(lines(0) + last[:100])  # the app is in the middle of writing line 1
+    f = follow(path)
+    assert seqs(f.wait_for(1)) == [0]
+    time.sleep(0.6)
+    with path.open("a") as fh:
+        fh.write(last[100:] + lines(2))
+    assert seqs(f.settled(3)) == [0, 1, 2]
