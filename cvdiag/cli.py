@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -128,21 +129,11 @@ def _sources(paths: Sequence[str], *, spool_stdin: bool = False) -> list[Source]
             raise UsageError("no input: give a PATH (file, directory, .gz) or pipe a log into cvdiag")
         paths = ["-"]
     sources = reader.resolve_sources(paths)
-    if spool_stdin:  # commands that read twice need stdin in a file
-        sources = [_spooled(s) if s.path is None else s for s in sources]
+    if spool_stdin:  # commands that read twice need stdin (or a FIFO) in a file
+        from .spool import spooled
+
+        sources = [spooled(s) if s.stream else s for s in sources]
     return sources
-
-
-def _spooled(src: Source) -> Source:
-    import atexit
-    import shutil
-    import tempfile
-
-    fh = tempfile.NamedTemporaryFile(prefix="cvdiag-stdin-", delete=False)  # noqa: SIM115 - removed at exit
-    atexit.register(os.unlink, fh.name)
-    with fh:
-        shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
-    return Source(src.name, fh.name)
 
 
 def _progress(sources: list[Source]) -> Progress:
@@ -368,20 +359,20 @@ def cmd_grep(args: argparse.Namespace) -> int:
 
 
 def _follow(sources: list[Source], keep: Callable[[dict[str, Any]], bool], *, raw: bool, as_json: bool) -> int:
-    from .follow import grown_lines
+    from .follow import followed_hits
 
     if not any(s.followable for s in sources):
         raise UsageError("--follow needs plain files (not stdin or .gz)")
     out = Out()
-    for src, line in grown_lines(sources):
-        kind, env = reader.parse_line(line)
-        if kind != ENVELOPE or not keep(env):
+    for hit in followed_hits(sources):
+        env = hit.value
+        if hit.kind != ENVELOPE or not keep(env):
             continue
         if raw or as_json:
-            sys.stdout.buffer.write((line if raw else orjson.dumps(env)) + b"\n")
+            sys.stdout.buffer.write((hit.raw if raw else orjson.dumps(env)) + b"\n")
             sys.stdout.flush()
         else:
-            row, style = _timeline_row(correlate.Entry((0.0, 0, 0), "envelope", env, src.name), 0.0)
+            row, style = _timeline_row(correlate.Entry((0.0, 0, 0), "envelope", env, hit.source), 0.0)
             row[0] = env["ts"]
             out.line("  ".join(str(c) for c in row if c), style)
             out.stream.flush()
@@ -521,6 +512,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script and ``python -m cvdiag``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _terminated)
     if argv[:1] == ["demo"]:
         return _exit(lambda: cmd_demo(argv[1:]))
     parser = _parser()
@@ -571,6 +563,12 @@ def _exit(run: Callable[[], int | None]) -> int:
             f"cvdiag: internal error: {type(exc).__name__}: {exc} (set CVDIAG_TRACEBACK=1 for details)", file=sys.stderr
         )
         return NOTHING_EXIT
+
+
+def _terminated(signum: int, _frame: Any) -> None:
+    """SIGTERM ends the command like Ctrl-C does: ``finally`` blocks and exit handlers
+    run (a stdin spool is removed), instead of the process vanishing mid-write."""
+    raise SystemExit(128 + signum)
 
 
 def _silence_stdout() -> None:

@@ -160,7 +160,7 @@ def scan_tests(
     (a diagnosis needs all of a test's envelopes in one process). ``keep_json`` keeps
     each whole verdict in the row's ``_diagnosis``.
     """
-    files_only = all(s.path is not None and not _gz(s.path) for s in sources)
+    files_only = all(not s.stream and not _gz(s.path or "") for s in sources)
     big = sum(s.size() for s in sources) >= _PARALLEL_MIN_BYTES
     if jobs > 1 and files_only and big:
         import multiprocessing  # only here: it costs start-up time
@@ -285,6 +285,9 @@ def entries_for(
                     ends.append(t)
             counter = reader.LineCounter(buf)
             for ls, le in reader.lines_with(buf, needle.encode()):
+                if le - ls > reader.MAX_LINE:
+                    tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", reader.LONG_LINE)
+                    continue
                 raw = buf[ls:le]
                 kind, value = reader.parse_line(raw)
                 seq += 1

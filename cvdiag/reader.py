@@ -14,7 +14,9 @@ import gzip
 import mmap
 import os
 import re
+import stat
 import sys
+import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
@@ -35,6 +37,18 @@ MARKERS: tuple[bytes, ...] = (b"CVDIAG", b"schema_version")
 
 _PROGRESS_STEP = 8 << 20
 _BLOCK = 16 << 20  # streamed sources (stdin, gzip) are read in blocks this big
+#: The longest line read: far beyond any envelope (16 KiB at the debug tier), and the
+#: bound on what one line of an endless input (``/dev/zero``) may cost.
+MAX_LINE = 8 << 20
+_LONG = "line longer than 8 MiB"
+LONG_LINE = f"{_LONG} (skipped to its end)"
+CUT_FILE = "the file ends early: its compressed data is cut"
+# What a stream could not deliver (a line over MAX_LINE, the lost end of a cut .gz)
+# becomes a placeholder line, which every reader counts as malformed where it meets
+# it, with its line number, like any other bad line: no tally is threaded through the
+# readers, and a spooled stdin keeps them.
+_PLACEHOLDER = b"CVDIAG \x00"
+_PLACEHOLDERS = {_PLACEHOLDER + b"long": LONG_LINE, _PLACEHOLDER + b"cut": CUT_FILE}
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _CRI = re.compile(rb"^(\d{4}-\d\d-\d\dT\S+) (?:stdout|stderr) [PF] ")
 _COMPOSE = re.compile(rb"^[\w.-]+\s*\| ")
@@ -210,6 +224,8 @@ def parse_span(buf: Any, ls: int, le: int) -> tuple[int, Any]:
     ``logical_lines`` it does not drop the later records when the caller meets them
     again; they seldom hold a marker, and one that does reads as a line of its own.
     """
+    if le - ls > MAX_LINE:
+        return MALFORMED, LONG_LINE
     kind, value = parse_line(buf[ls:le])
     if kind == MALFORMED:  # only a malformed line can be the first record of a split one
         end, _ = rejoin.extent(buf, ls, le, len(buf))
@@ -235,6 +251,8 @@ def _classify(line: bytes) -> tuple[int, Any]:
         start = i + 6
     if line.startswith(b"{") and b'"schema_version"' in line:
         return parse_json_envelope(line)
+    if line.startswith(_PLACEHOLDER) and line in _PLACEHOLDERS:
+        return MALFORMED, _PLACEHOLDERS[line]
     return NOTHING, None
 
 
@@ -242,54 +260,67 @@ def _classify(line: bytes) -> tuple[int, Any]:
 
 
 class Source:
-    """One input: a file (mmap'd when possible), a gzip file, or stdin."""
+    """One input: a file (mmap'd when possible), a gzip file, a FIFO, or stdin.
 
-    __slots__ = ("consumed", "name", "path")
+    ``stream`` inputs (stdin, a FIFO such as ``<(zcat log.gz)``) can be read once only.
+    """
 
-    def __init__(self, name: str, path: str | None) -> None:
+    __slots__ = ("consumed", "identity", "name", "path", "stream")
+
+    def __init__(self, name: str, path: str | None, *, stream: bool = False) -> None:
         self.name = name
         self.path = path  # None for stdin
+        self.stream = stream or path is None
         self.consumed = 0  # bytes read so far; ``--follow`` continues from here
+        self.identity: tuple[int, int] | None = None  # (st_dev, st_ino) of what was read
 
-    def __getstate__(self) -> tuple[str, str | None, int]:
-        return self.name, self.path, self.consumed
+    def __getstate__(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, k) for k in self.__slots__)
 
-    def __setstate__(self, state: tuple[str, str | None, int]) -> None:
-        self.name, self.path, self.consumed = state
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for k, v in zip(self.__slots__, state, strict=True):
+            setattr(self, k, v)
 
     @property
     def followable(self) -> bool:
-        return self.path is not None and not self.path.endswith(".gz")
+        return self.path is not None and not self.stream and not self.path.endswith(".gz")
 
     def size(self) -> int:
         try:
-            return os.path.getsize(self.path) if self.path else 0
+            return os.path.getsize(self.path) if self.path and not self.stream else 0
         except OSError:
             return 0
 
-    def blocks(self) -> Iterator[Any]:
-        """Buffers that each end on a line boundary (the last may lack its newline)."""
+    def blocks(self, read_size: int = _BLOCK) -> Iterator[Any]:
+        """Buffers that each end on a line boundary (the last may lack its newline).
+
+        A stream is read ``read_size`` bytes at a time (a file is mapped whole).
+        """
         if self.path is None:
             stdin = sys.stdin.buffer
             if _is_gzip(stdin):
                 with gzip.GzipFile(fileobj=stdin) as gz:
-                    yield from _stream_blocks(gz)
+                    yield from stream_blocks(gz, self.name, read_size)
             else:
-                yield from _stream_blocks(stdin)
+                yield from stream_blocks(stdin, self.name, read_size)
             return
         with open(self.path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            self.identity = (st.st_dev, st.st_ino)
             if _is_gzip(fh):
                 with gzip.GzipFile(fileobj=fh) as gz:
-                    yield from _stream_blocks(gz)
+                    yield from stream_blocks(gz, self.name, read_size)
                 return
             try:
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             except (ValueError, OSError):  # empty file, pipe, or special file
-                for block in _stream_blocks(fh):
+                for block in stream_blocks(fh, self.name, read_size):
                     self.consumed += len(block)
                     yield block
                 return
-            self.consumed = len(mm)
+            # ``--follow`` goes on from the last whole line: a line still being written
+            # (or a split container line still open) is read whole once it is done.
+            self.consumed = rejoin.held_back(mm, mm.rfind(b"\n") + 1)
             try:
                 if hasattr(mm, "madvise"):
                     mm.madvise(mmap.MADV_SEQUENTIAL)
@@ -304,26 +335,98 @@ def _is_gzip(fh: Any) -> bool:
     return fh.peek(2)[:2] == b"\x1f\x8b"
 
 
-def _stream_blocks(fh: BinaryIO) -> Iterator[bytes]:
-    carry = b""
-    while True:
+def _read_block(fh: BinaryIO, size: int) -> tuple[bytes, BaseException | None]:
+    """Up to ``size`` bytes, and the error that ended the input early, if one did.
+
+    A ``.gz`` is read in small pieces: a cut one raises on the read that meets the
+    cut, and one big read would lose everything it had decompressed before it.
+    """
+    if not isinstance(fh, gzip.GzipFile):
         try:
-            chunk = fh.read(_BLOCK)
-        except (EOFError, OSError) as exc:  # a cut .gz still yields what it had
-            print(f"cvdiag: input ends early ({exc})", file=sys.stderr)
-            chunk = b""
-        if not chunk:
-            if carry:
-                yield carry
+            return fh.read(size), None
+        except OSError as exc:
+            return b"", exc
+    parts: list[bytes] = []
+    n = 0
+    try:
+        while n < size:
+            part = fh.read1(size - n)
+            if not part:
+                break
+            parts.append(part)
+            n += len(part)
+    except (EOFError, OSError, zlib.error) as exc:
+        return b"".join(parts), exc
+    return parts[0] if len(parts) == 1 else b"".join(parts), None
+
+
+def stream_blocks(fh: BinaryIO, name: str, read_size: int = _BLOCK) -> Iterator[bytes]:
+    """The blocks of a stream read to its end (a cut end becomes a placeholder line)."""
+    lines = LineBlocks(name)
+    while True:
+        chunk, error = _read_block(fh, read_size)
+        yield from lines.feed(chunk)
+        if error is not None:
+            print(f"cvdiag: {name} is cut: read what it held ({error})", file=sys.stderr)
+            yield from lines.end(cut=True)
             return
-        buf = carry + chunk if carry else chunk
+        if not chunk:
+            yield from lines.end()
+            return
+
+
+class LineBlocks:
+    """Cuts a byte stream, fed in chunks, into blocks that end on a line boundary and
+    not between the records of a split container line; no line is kept longer than
+    ``MAX_LINE``: the rest of it is skipped as it streams by, so memory stays bounded
+    whatever the input (an endless line is one malformed line)."""
+
+    __slots__ = ("carry", "name", "skipping", "warned")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.carry = b""  # the start of a line not complete yet
+        self.skipping = False  # inside an over-long line: dropping bytes up to its newline
+        self.warned = False
+
+    def feed(self, chunk: bytes) -> Iterator[bytes]:
+        if self.skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                return
+            self.skipping = False
+            chunk = chunk[nl + 1 :]
+        if not chunk:
+            return
+        buf = self.carry + chunk if self.carry else chunk
+        end = buf.rfind(b"\n") + 1
+        if len(buf) - end > MAX_LINE:  # the last line is longer than any line kept
+            self.carry, self.skipping = b"", True
+            self._warn()
+            yield buf[:end] + _PLACEHOLDER + b"long\n"
+            return
         # A block ends on a line boundary, and not between the records of a split line.
-        cut = rejoin.held_back(buf, buf.rfind(b"\n") + 1)
-        if cut <= 0:  # a line longer than a block: keep growing it
-            carry = buf
-            continue
-        carry = buf[cut:]
-        yield buf[:cut]
+        cut = rejoin.held_back(buf, end) if end else 0
+        if len(buf) - cut > MAX_LINE:  # never hold back more than a line's worth
+            cut = end
+        self.carry = buf[cut:]
+        if cut:
+            yield buf[:cut]
+
+    def end(self, *, cut: bool = False) -> Iterator[bytes]:
+        """The last block: the line still open (its newline never came), then the
+        placeholder of a cut input."""
+        carry, self.carry = self.carry, b""
+        if cut:
+            yield carry + (b"\n" if carry else b"") + _PLACEHOLDER + b"cut\n"
+        elif carry:
+            yield carry
+
+    def _warn(self) -> None:
+        """Says so at once: on an endless input no end-of-run note would ever come."""
+        if not self.warned:
+            self.warned = True
+            print(f"cvdiag: {self.name}: a {_LONG}; skipping to its end", file=sys.stderr)
 
 
 class InputError(Exception):
@@ -331,7 +434,13 @@ class InputError(Exception):
 
 
 def resolve_sources(paths: Iterable[str]) -> list[Source]:
-    """Files as given, directories walked recursively in name order, ``-`` for stdin."""
+    """Files as given, directories walked recursively in name order, ``-`` for stdin.
+
+    Inside a directory only regular files are read: a FIFO would block forever, a
+    device never ends, a dangling symlink (a deleted pod's log) cannot be opened; each
+    is skipped with a note. Named on the command line, a FIFO or socket is read as a
+    stream (process substitution hands one over); a device is refused.
+    """
     sources: list[Source] = []
     for p in paths:
         if p == "-":
@@ -339,12 +448,43 @@ def resolve_sources(paths: Iterable[str]) -> list[Source]:
         elif os.path.isdir(p):
             for root, dirs, files in os.walk(p):
                 dirs.sort()
-                sources.extend(Source(os.path.join(root, f), os.path.join(root, f)) for f in sorted(files))
-        elif os.path.exists(p):
-            sources.append(Source(p, p))
+                for f in sorted(files):
+                    path = os.path.join(root, f)
+                    why = _not_readable(path, inside_directory=True)
+                    if why is None:
+                        sources.append(Source(path, path))
+                    else:
+                        print(f"cvdiag: skipped {path}: {why}", file=sys.stderr)
         else:
-            raise InputError(f"cannot read {p}: no such file or directory")
+            why = _not_readable(p, inside_directory=False)
+            if why is not None:
+                raise InputError(f"cannot read {p}: {why}")
+            sources.append(Source(p, p, stream=not stat.S_ISREG(os.stat(p).st_mode)))
     return sources
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))  # fmt: skip
+
+
+def _not_readable(path: str, *, inside_directory: bool) -> str | None:
+    """Why ``path`` is not read, or None when it is."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "no such file or directory"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISREG(mode):
+        return None if os.access(path, os.R_OK) else "permission denied"
+    for test, kind in _KINDS:
+        if test(mode):
+            if inside_directory:
+                return f"{kind}, not a regular file"
+            if kind.endswith("device"):
+                return f"{kind}, not a log file"
+            return None
+    return "not a regular file"
 
 
 # -- scanning -------------------------------------------------------------------------
@@ -544,41 +684,58 @@ def read(
     for src in sources:
         base = 1
         for buf in src.blocks():
-            counter = LineCounter(buf, base)
-            done = 0
-            if len(markers) == 1:  # one needle (a test id): a plain search, parallel when big
-                spans = _physical_lines_with(buf, markers[0])
-            else:
-                spans = (line for a, b in windows(buf) for line in marked_lines(buf, markers, a, b))
-            joins = _Joins(buf)
-            for ls, le in spans:
-                if joins.joined and joins.taken(ls):
-                    continue
-                raw = buf[ls:le]
-                kind, value = parse_line(raw)
-                if kind == MALFORMED:
-                    # Only a malformed line can be the first record of a split envelope:
-                    # the search for the rest costs nothing on the lines that parse.
-                    end = joins.extend(ls, le)
-                    if end != le:
-                        raw = buf[ls:end]
-                        kind, value = parse_line(raw)
-                if progress is not None and ls - done > _PROGRESS_STEP:
-                    progress(ls - done)
-                    done = ls
-                if kind == NOTHING:
-                    continue
-                if kind == MALFORMED:
-                    tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", value)
-                    if not with_lines:
-                        continue
-                if b"\n" in raw:  # a split line: its own records, without the other stream's
-                    raw = rejoin.join(raw)[3]
-                yield Hit(kind, value, src.name, counter.at(ls) if with_lines else None, raw)
-            if progress is not None:
-                progress(len(buf) - done)
+            yield from hits(buf, src.name, tally, markers=markers, with_lines=with_lines, progress=progress, base=base)
             if isinstance(buf, bytes):
                 base += buf.count(b"\n")
+
+
+def hits(
+    buf: Any,
+    name: str,
+    tally: Tally,
+    *,
+    markers: tuple[bytes, ...] = MARKERS,
+    with_lines: bool = False,
+    progress: Callable[[int], None] | None = None,
+    base: int = 1,
+) -> Iterator[Hit]:
+    """``read`` of one buffer of the source ``name``, whose first line is line ``base``."""
+    counter = LineCounter(buf, base)
+    done = 0
+    if len(markers) == 1:  # one needle (a test id): a plain search, parallel when big
+        spans = _physical_lines_with(buf, markers[0])
+    else:
+        spans = (line for a, b in windows(buf) for line in marked_lines(buf, markers, a, b))
+    joins = _Joins(buf)
+    for ls, le in spans:
+        if joins.joined and joins.taken(ls):
+            continue
+        if le - ls > MAX_LINE:
+            raw, kind, value = b"", MALFORMED, LONG_LINE
+        else:
+            raw = buf[ls:le]
+            kind, value = parse_line(raw)
+        if kind == MALFORMED and raw:
+            # Only a malformed line can be the first record of a split envelope:
+            # the search for the rest costs nothing on the lines that parse.
+            end = joins.extend(ls, le)
+            if end != le:
+                raw = buf[ls:end]
+                kind, value = parse_line(raw)
+        if progress is not None and ls - done > _PROGRESS_STEP:
+            progress(ls - done)
+            done = ls
+        if kind == NOTHING:
+            continue
+        if kind == MALFORMED:
+            tally.add(lambda c=counter, o=ls: f"{name}:{c.at(o)}", value)
+            if not with_lines:
+                continue
+        if b"\n" in raw:  # a split line: its own records, without the other stream's
+            raw = rejoin.join(raw)[3]
+        yield Hit(kind, value, name, counter.at(ls) if with_lines else None, raw)
+    if progress is not None:
+        progress(len(buf) - done)
 
 
 _SECONDS: dict[str, float] = {}

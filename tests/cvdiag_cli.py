@@ -26,7 +26,9 @@ class Result:
     err: str
 
 
-def run(*args: str | os.PathLike, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Result:
+def run(
+    *args: str | os.PathLike, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> Result:
     full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "CVDIAG_TRACEBACK")}
     full_env.update(env or {})
     proc = subprocess.run(
@@ -34,6 +36,6 @@ def run(*args: str | os.PathLike, stdin: bytes | None = None, env: dict[str, str
         input=stdin if stdin is not None else b"",
         capture_output=True,
         env=full_env,
-        timeout=120,
+        timeout=timeout,
     )
     return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))

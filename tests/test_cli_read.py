@@ -131,7 +131,7 @@ def test_a_cut_gzip_still_yields_what_it_had(tmp_path: Path) -> None:
     assert r.code in (0, 1)
 
 
-def test_very_long_lines_have_no_length_limit(tmp_path: Path) -> None:
+def test_very_long_lines_up_to_the_8_mib_limit_are_read(tmp_path: Path) -> None:
     big = envelope(TID_OK, "backend.error.caught", 0.0, outcome="err", metadata={"message_scrubbed": "x" * 300_000})
     path = write(tmp_path / "long.log", ["y" * 5_000_000, f"CVDIAG {compact(big)}"])
     assert rows_of(path)[TID_OK]["terminal"] == "error"
