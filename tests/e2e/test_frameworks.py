@@ -192,6 +192,21 @@ def test_provider_500_is_an_llm_error_with_every_attempt(client, framework, aimo
     assert f"{RETRIES + 1} attempts" in verdict["reason"]
 
 
+def test_provider_500_then_success_shows_both_attempts_and_is_ok(client, framework, aimock, cvdiag_test_id) -> None:
+    """The SDK's retry recovers: the failed attempt is on the record, the test is fine."""
+    response = client.get("/chat", params={"q": "a flaky provider"})
+
+    assert response.status_code == 200
+    assert deltas(response.text) == "Answered on the second try."
+    assert [c["response"]["status"] for c in aimock.journal(cvdiag_test_id)] == [500, 200]
+    events, calls = framework.llm_envelopes(cvdiag_test_id)
+    assert_zero_code(framework, events)
+    got = [(c["metadata"]["attempt"], c["outcome"], c["metadata"]["http_status"]) for c in calls]
+    assert got == [(0, "err", 500), (1, "ok", 200)]
+    assert (calls[1]["metadata"]["prompt_tokens"], calls[1]["metadata"]["completion_tokens"]) == (10, 6)
+    assert framework.diagnose(cvdiag_test_id)["class"] == "ok"
+
+
 def test_provider_429_is_an_llm_error_with_its_retry_after(client, framework, aimock, cvdiag_test_id) -> None:
     response = client.get("/chat", params={"q": "too many requests"})
 
