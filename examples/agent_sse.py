@@ -33,6 +33,11 @@ from starlette.routing import Route
 
 import cvdiag
 
+# The examples' settings (environment); the SDKs read their own (OPENAI_BASE_URL,
+# OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY).
+MODEL = os.environ.get("EXAMPLE_MODEL", "gpt-4o-mini")
+#: The SDKs' own default, spelled out: a provider error is retried twice.
+MAX_RETRIES = int(os.environ.get("EXAMPLE_MAX_RETRIES", "2"))
 #: Heartbeats of an open LLM call (the e2e tests make it small so a slow call shows some).
 HEARTBEAT_S = float(os.environ.get("EXAMPLE_HEARTBEAT_S", "10"))
 #: A framework's agent: the user's message in, the answer's text deltas out.

@@ -3,12 +3,11 @@
 A small tool-using loop over the Messages API, its text streamed as server-sent events
 (see ``agent_sse``).
 
-    CVDIAG_ENABLED=1 CVDIAG_TIER=verbose ANTHROPIC_BASE_URL=http://127.0.0.1:4010 \\
+    CVDIAG_ENABLED=1 CVDIAG_TIER=verbose ANTHROPIC_BASE_URL=http://127.0.0.1:4010 ANTHROPIC_API_KEY=mock \\
         uvicorn examples.anthropic_app:app --port 8000
 
-Settings (environment): ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` (a placeholder
-by default), ``EXAMPLE_MODEL`` (``claude-haiku-4-5``), ``EXAMPLE_MAX_RETRIES`` (2, the SDK's),
-``EXAMPLE_HEARTBEAT_S`` (10).
+Settings: the SDK's own environment variables, ``agent_sse``'s (``EXAMPLE_*``) and
+``EXAMPLE_ANTHROPIC_MODEL`` (``claude-haiku-4-5``).
 """
 
 from __future__ import annotations
@@ -20,18 +19,14 @@ from collections.abc import AsyncIterator
 import anthropic
 
 import cvdiag
-from examples.agent_sse import HEARTBEAT_S, agent_app
+from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, agent_app
 from examples.tools import lookup_order
 
 cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
 
-MODEL = os.environ.get("EXAMPLE_MODEL", "claude-haiku-4-5")
+MODEL = os.environ.get("EXAMPLE_ANTHROPIC_MODEL", "claude-haiku-4-5")
 MAX_TURNS = 4
-client = anthropic.AsyncAnthropic(
-    base_url=os.environ["ANTHROPIC_BASE_URL"],
-    api_key=os.environ.get("ANTHROPIC_API_KEY", "sk-ant-test-example-key"),
-    max_retries=int(os.environ.get("EXAMPLE_MAX_RETRIES", "2")),
-)
+client = anthropic.AsyncAnthropic(max_retries=MAX_RETRIES)
 TOOLS = {"lookup_order": lookup_order}
 TOOL_SPECS = [
     {

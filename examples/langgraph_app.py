@@ -4,12 +4,10 @@ A two-node graph (the model, and a tool node), its answer streamed token by toke
 server-sent events (see ``agent_sse``). Every call the model node makes is recorded
 at the HTTP client by ``cvdiag.instrument_httpx()``.
 
-    CVDIAG_ENABLED=1 CVDIAG_TIER=verbose OPENAI_BASE_URL=http://127.0.0.1:4010/v1 \\
+    CVDIAG_ENABLED=1 CVDIAG_TIER=verbose OPENAI_BASE_URL=http://127.0.0.1:4010/v1 OPENAI_API_KEY=mock \\
         uvicorn examples.langgraph_app:app --port 8000
 
-Settings (environment): ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` (a placeholder by
-default), ``EXAMPLE_MODEL`` (``gpt-4o-mini``), ``EXAMPLE_MAX_RETRIES`` (2, the SDK's),
-``EXAMPLE_HEARTBEAT_S`` (10).
+Settings: the SDK's own environment variables, and ``agent_sse``'s (``EXAMPLE_*``).
 """
 
 from __future__ import annotations
@@ -24,18 +22,16 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 import cvdiag
-from examples.agent_sse import HEARTBEAT_S, agent_app
+from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, agent_app
 from examples.tools import lookup_order
 
 cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
 
-MODEL = os.environ.get("EXAMPLE_MODEL", "gpt-4o-mini")
 tools = [tool(lookup_order)]
 llm = ChatOpenAI(
     model=MODEL,
-    base_url=os.environ["OPENAI_BASE_URL"],
-    api_key=os.environ.get("OPENAI_API_KEY", "sk-test-example-key"),
-    max_retries=int(os.environ.get("EXAMPLE_MAX_RETRIES", "2")),
+    base_url=os.environ.get("OPENAI_BASE_URL"),
+    max_retries=MAX_RETRIES,
     stream_usage=True,
 ).bind_tools(tools)
 

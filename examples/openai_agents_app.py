@@ -4,17 +4,14 @@ The agent talks to the Responses API (the SDK's default) and its answer is strea
 server-sent events (see ``agent_sse``). Tracing to OpenAI's servers is turned off: the
 LLM calls are on cvdiag's record instead.
 
-    CVDIAG_ENABLED=1 CVDIAG_TIER=verbose OPENAI_BASE_URL=http://127.0.0.1:4010/v1 \\
+    CVDIAG_ENABLED=1 CVDIAG_TIER=verbose OPENAI_BASE_URL=http://127.0.0.1:4010/v1 OPENAI_API_KEY=mock \\
         uvicorn examples.openai_agents_app:app --port 8000
 
-Settings (environment): ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` (a placeholder by
-default), ``EXAMPLE_MODEL`` (``gpt-4o-mini``), ``EXAMPLE_MAX_RETRIES`` (2, the SDK's),
-``EXAMPLE_HEARTBEAT_S`` (10).
+Settings: the SDK's own environment variables, and ``agent_sse``'s (``EXAMPLE_*``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 
 import openai
@@ -22,18 +19,13 @@ from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_traci
 from openai.types.responses import ResponseTextDeltaEvent
 
 import cvdiag
-from examples.agent_sse import HEARTBEAT_S, agent_app
+from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, agent_app
 from examples.tools import lookup_order
 
 cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
 set_tracing_disabled(True)
 
-MODEL = os.environ.get("EXAMPLE_MODEL", "gpt-4o-mini")
-client = openai.AsyncOpenAI(
-    base_url=os.environ["OPENAI_BASE_URL"],
-    api_key=os.environ.get("OPENAI_API_KEY", "sk-test-example-key"),
-    max_retries=int(os.environ.get("EXAMPLE_MAX_RETRIES", "2")),
-)
+client = openai.AsyncOpenAI(max_retries=MAX_RETRIES)
 agent = Agent(
     name="support",
     instructions="Answer the customer's question.",

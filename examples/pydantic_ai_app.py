@@ -6,17 +6,14 @@ whole agent in one task and hands the deltas over a queue, which is the streamin
 pattern that works (awaiting the first delta in the endpoint and iterating the rest in
 ``StreamingResponse`` does not).
 
-    CVDIAG_ENABLED=1 CVDIAG_TIER=verbose OPENAI_BASE_URL=http://127.0.0.1:4010/v1 \\
+    CVDIAG_ENABLED=1 CVDIAG_TIER=verbose OPENAI_BASE_URL=http://127.0.0.1:4010/v1 OPENAI_API_KEY=mock \\
         uvicorn examples.pydantic_ai_app:app --port 8000
 
-Settings (environment): ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` (a placeholder by
-default), ``EXAMPLE_MODEL`` (``gpt-4o-mini``), ``EXAMPLE_MAX_RETRIES`` (2, the SDK's),
-``EXAMPLE_HEARTBEAT_S`` (10).
+Settings: the SDK's own environment variables, and ``agent_sse``'s (``EXAMPLE_*``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 
 import openai
@@ -25,17 +22,12 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import cvdiag
-from examples.agent_sse import HEARTBEAT_S, agent_app
+from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, agent_app
 from examples.tools import lookup_order
 
 cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
 
-MODEL = os.environ.get("EXAMPLE_MODEL", "gpt-4o-mini")
-client = openai.AsyncOpenAI(
-    base_url=os.environ["OPENAI_BASE_URL"],
-    api_key=os.environ.get("OPENAI_API_KEY", "sk-test-example-key"),
-    max_retries=int(os.environ.get("EXAMPLE_MAX_RETRIES", "2")),
-)
+client = openai.AsyncOpenAI(max_retries=MAX_RETRIES)
 agent = Agent(OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client)), tools=[lookup_order])
 
 
