@@ -36,7 +36,7 @@ from .emitter import active_tier, counters, emit, is_enabled, note_internal_erro
 from .heartbeat import scheduler
 from .llm_routes import LLMRoute, recognise
 from .llm_stream import AnswerReader
-from .schema import Tier
+from .schema import LLM_TEXT_MAX_CHARS, Tier
 from .scopes import LLMCall, current_llm_call
 
 __all__ = ["Exchange", "begin", "send_async", "send_sync", "set_heartbeat_s"]
@@ -46,7 +46,7 @@ _heartbeat_s = [10.0]
 _CANCELLED = (asyncio.CancelledError, GeneratorExit)
 _RETRY_HEADER = "x-stainless-retry-count"
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id")
-_TEXT_MAX = 64
+_TEXT_MAX = LLM_TEXT_MAX_CHARS
 #: At most this much of an unread error body is read when the caller closes it.
 _ERROR_BODY_MAX = 1 << 16
 #: Attempts are counted per (test id, path, body) when the client sends no retry count.
@@ -145,10 +145,10 @@ class Exchange:
             {
                 "provider": route.provider,
                 "model": route.model,
-                "source": "http",
+                "attempt": self.attempt,
                 "api": route.api,
                 "stream": route.stream,
-                "attempt": self.attempt,
+                "source": "http",
             },
         )
         tier = active_tier(self.ctx.slug)
@@ -255,26 +255,27 @@ class Exchange:
         now = time.monotonic_ns()
         first = self.first_output_ns
         completion = reader.completion_tokens if reader is not None else None
+        # In the order a timeline row shows them: which attempt, what came back, then detail.
         return {
             "provider": route.provider,
             "model": route.model,
-            "response_token_count": completion,
-            "latency_ms": (now - self.start_ns) // 1_000_000,
-            "error_class": error_class,
-            "prompt_tokens": reader.prompt_tokens if reader is not None else None,
-            "completion_tokens": completion,
-            "finish_reason": _text(reader.finish_reason) if reader is not None else None,
-            "ttft_ms": (first - self.start_ns) // 1_000_000 if first is not None else None,
-            "source": "http",
-            "api": route.api,
-            "stream": route.stream,
             "attempt": self.attempt,
             "http_status": self.http_status,
+            "error_class": error_class,
             "error_type": reader.error_type if reader is not None else None,
             "retry_after_ms": self.retry_after_ms,
-            "request_id": self.request_id,
+            "latency_ms": (now - self.start_ns) // 1_000_000,
+            "ttft_ms": (first - self.start_ns) // 1_000_000 if first is not None else None,
             "output_chars": reader.output_chars if reader is not None and reader.readable else None,
+            "finish_reason": _text(reader.finish_reason) if reader is not None else None,
+            "prompt_tokens": reader.prompt_tokens if reader is not None else None,
+            "completion_tokens": completion,
+            "response_token_count": completion,
             "chunks": reader.chunks if reader is not None and reader.event_stream else None,
+            "api": route.api,
+            "stream": route.stream,
+            "source": "http",
+            "request_id": self.request_id,
         }
 
     def _count_attempt(self, outcome: str) -> None:

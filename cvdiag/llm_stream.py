@@ -22,17 +22,12 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from .schema import LLM_APIS, LLM_TEXT_MAX_CHARS
+
 __all__ = ["API_NAMES", "JSON_CAP", "LINE_CAP", "AnswerReader", "error_type_of"]
 
 #: The wire formats cvdiag reads (the ``api`` metadata key).
-API_NAMES: tuple[str, ...] = (
-    "chat.completions",
-    "responses",
-    "completions",
-    "embeddings",
-    "messages",
-    "generate_content",
-)
+API_NAMES: tuple[str, ...] = tuple(api for api in LLM_APIS if api != "other")
 #: A JSON (non-streamed) body is parsed when it is at most this big; beyond, facts stay unknown.
 JSON_CAP = 1 << 20
 #: An unfinished SSE line longer than this keeps only its head and its tail (``_CLIP`` each).
@@ -40,7 +35,7 @@ LINE_CAP = 1 << 16
 _CLIP = 1 << 13
 #: Inflate at most this much per step, so a small compressed chunk cannot balloon in memory.
 _INFLATE_STEP = 1 << 16
-_ERROR_TYPE_MAX = 64
+_ERROR_TYPE_MAX = LLM_TEXT_MAX_CHARS
 
 # A JSON string value: group 1 is its body (escapes kept).
 _STRING = rb'\s*:\s*"((?:[^"\\]|\\.)*)"'

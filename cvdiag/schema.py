@@ -148,6 +148,20 @@ def _b(name: str, tier: Tier, *keys: str) -> Boundary:
 
 _D, _V, _X = Tier.DEFAULT, Tier.VERBOSE, Tier.DEBUG
 
+#: The ``api`` of an LLM call (section 3, extension): the wire format it speaks.
+LLM_APIS: tuple[str, ...] = (
+    "chat.completions",
+    "responses",
+    "completions",
+    "embeddings",
+    "messages",
+    "generate_content",
+    "other",
+)
+LLM_SOURCES: tuple[str, ...] = ("http", "scope")
+#: error_type and request_id are cut to this many characters.
+LLM_TEXT_MAX_CHARS = 64
+
 #: LLM calls seen at the HTTP client (section 3, extension): keys of start and response.
 _LLM_CALL_KEYS = ("source", "api", "stream", "attempt")
 #: ... and of the response only.

@@ -66,7 +66,9 @@ class LLMServer:
         sock.bind(("127.0.0.1", 0))
         self._sock = sock
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        config = uvicorn.Config(self._app, log_level="critical", lifespan="off", interface="asgi3")
+        config = uvicorn.Config(
+            self._app, log_level="critical", lifespan="off", interface="asgi3", timeout_graceful_shutdown=1
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
 

@@ -7,6 +7,7 @@ import json
 
 import openai
 import pytest
+from cvdiag_cli import run
 from emitkit import capture
 from llm_server import LLMServer, Reply
 from starlette.applications import Starlette
@@ -141,3 +142,21 @@ def test_transport_error_names_its_class_and_attempts(server):
         _chat(server, retries=0)
     cls, reason = _diagnosis(cap)
     assert cls == "llm-error" and "failed with RemoteProtocolError" in reason
+
+
+def test_timeline_shows_every_attempt_with_its_status(server, tmp_path):
+    server.plan(CHAT, Reply.json(SERVER_ERROR, 500, headers=FAST_RETRY))
+    log = tmp_path / "backend.ndjson"
+    with (
+        capture("verbose", file=log),
+        cvdiag.request_context(test_id="t-retries"),
+        pytest.raises(openai.InternalServerError),
+    ):
+        _chat(server)
+    result = run("timeline", "t-retries", log, env={"NO_COLOR": "1", "COLUMNS": "200"})
+    rows = [line for line in result.out.splitlines() if "backend.llm.call.response" in line]
+    assert result.code == 0 and len(rows) == 3, result.out
+    for attempt, row in enumerate(rows):
+        assert f"attempt={attempt} http_status=500 error_class=HTTPStatusError" in row
+    diagnosed = run("diagnose", "t-retries", log, env={"NO_COLOR": "1"})
+    assert "3 attempts, all HTTP 500 (server_error)" in diagnosed.out

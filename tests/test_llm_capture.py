@@ -418,3 +418,33 @@ def test_gzip_error_body_still_names_the_error(server):
         True,
         "RESOURCE_EXHAUSTED",
     )
+
+
+# -- the contract -----------------------------------------------------------------------
+
+
+def test_failed_llm_call_scope_is_promoted_to_the_default_tier():
+    class ProviderDown(Exception):
+        pass
+
+    with capture("default") as cap, pytest.raises(ProviderDown), cvdiag.llm_call("openai", "gpt-4o-mini"):
+        raise ProviderDown
+    with capture("default") as ok_cap, cvdiag.llm_call("openai", "gpt-4o-mini"):
+        pass
+    assert cap.boundaries() == ["backend.llm.call.response"] and ok_cap.boundaries() == []
+    assert _md(cap.one("backend.llm.call.response"), "error_class", "source") == ("ProviderDown", "scope")
+
+
+def test_validator_checks_the_llm_keys(server):
+    server.plan(CHAT, Reply.sse("openai_chat_stream.sse"))
+    with capture("verbose") as cap, httpx2.Client() as client:
+        client.post(server.url + CHAT, json=BODY)
+    (end,) = _calls(cap)
+    bad = {**end, "metadata": {**end["metadata"], "attempt": -1, "api": "chat", "http_status": 42, "stream": "yes"}}
+    assert problems(bad) == [
+        "metadata api is not one of chat.completions, responses, completions, embeddings, messages, "
+        "generate_content, other",
+        "metadata stream is not a boolean",
+        "metadata attempt is not a count (int >= 0)",
+        "metadata http_status is not an HTTP status (100-599)",
+    ]
