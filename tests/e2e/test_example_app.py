@@ -67,7 +67,8 @@ def test_happy_stream_carries_the_id_to_aimock_and_into_the_log(
 
     example_server.envelopes(cvdiag_test_id)
     events = timeline(cvdiag_cli, example_server, cvdiag_test_id)
-    assert [e["boundary"] for e in events] == [
+    # heartbeats (every 0.2 s here) may fall anywhere in a call that a loaded machine slows
+    assert [e["boundary"] for e in events if e["boundary"] != "backend.llm.call.heartbeat"] == [
         "backend.request.ingress",
         "backend.agent.enter",
         "backend.llm.call.start",
