@@ -41,9 +41,10 @@ _ERROR_TYPE_MAX = LLM_TEXT_MAX_CHARS
 _STRING = rb'\s*:\s*"((?:[^"\\]|\\.)*)"'
 
 
-def _string_re(*keys: str) -> re.Pattern[bytes]:
-    alternatives = "|".join(re.escape(k) for k in keys)
-    return re.compile(rb'"(?:' + alternatives.encode() + rb')"' + _STRING)
+def _strings(*keys: str) -> tuple[tuple[bytes, re.Pattern[bytes]], ...]:
+    """(prefilter, pattern) per key: a key absent from a block costs one ``in`` test, and a
+    pattern with a literal prefix is found by the regex engine's fast prefix scan."""
+    return tuple((b'"' + k.encode() + b'"', re.compile(rb'"' + re.escape(k).encode() + rb'"' + _STRING)) for k in keys)
 
 
 def _int_re(key: str) -> re.Pattern[bytes]:
@@ -58,8 +59,7 @@ def _word_re(key: str) -> re.Pattern[bytes]:
 class _Dialect:
     """How one provider's event stream says what ``AnswerReader`` records."""
 
-    output: re.Pattern[bytes]  # strings of generated text and tool-call arguments
-    output_key: bytes  # a cheap prefilter: no output string without it
+    output: tuple[tuple[bytes, re.Pattern[bytes]], ...]  # strings of generated text and tool-call arguments
     finish: re.Pattern[bytes] | None
     finish_key: bytes
     prompt_tokens: re.Pattern[bytes]
@@ -81,24 +81,21 @@ _OPENAI_USAGE = dict(
 )
 _DIALECTS: dict[str, _Dialect] = {
     "chat.completions": _Dialect(
-        output=_string_re("content", "arguments", "refusal"),
-        output_key=b'":',
+        output=_strings("content", "arguments", "refusal"),
         finish=_word_re("finish_reason"),
         finish_key=b'"finish_reason"',
         terminals=_OPENAI_DONE,
         **_OPENAI_USAGE,  # type: ignore[arg-type]
     ),
     "completions": _Dialect(
-        output=_string_re("text"),
-        output_key=b'"text"',
+        output=_strings("text"),
         finish=_word_re("finish_reason"),
         finish_key=b'"finish_reason"',
         terminals=_OPENAI_DONE,
         **_OPENAI_USAGE,  # type: ignore[arg-type]
     ),
     "responses": _Dialect(
-        output=_string_re("delta"),
-        output_key=b'"delta"',
+        output=_strings("delta"),
         finish=None,
         finish_key=b"",
         prompt_tokens=_int_re("input_tokens"),
@@ -112,8 +109,7 @@ _DIALECTS: dict[str, _Dialect] = {
         incomplete_reason=_word_re("reason"),
     ),
     "messages": _Dialect(
-        output=_string_re("text", "partial_json", "thinking"),
-        output_key=b'":',
+        output=_strings("text", "partial_json", "thinking"),
         finish=_word_re("stop_reason"),
         finish_key=b'"stop_reason"',
         prompt_tokens=_int_re("input_tokens"),
@@ -122,8 +118,7 @@ _DIALECTS: dict[str, _Dialect] = {
         terminals=((b"event: message_stop", None), (b'"type":"message_stop"', None)),
     ),
     "generate_content": _Dialect(
-        output=_string_re("text"),
-        output_key=b'"text"',
+        output=_strings("text"),
         finish=_word_re("finishReason"),
         finish_key=b'"finishReason"',
         prompt_tokens=_int_re("promptTokenCount"),
@@ -337,14 +332,15 @@ class AnswerReader:
         """Read a block of whole SSE lines."""
         d = self._dialect
         self.chunks += block.count(b"\ndata:") + block.startswith(b"data:")
-        if d.output_key in block:
-            total = 0
-            for match in d.output.finditer(block):
-                raw = match.group(1)
-                if raw:
-                    total += _chars(raw)
-            if total:
-                self.output_chars = (self.output_chars or 0) + total
+        total = 0
+        for key, pattern in d.output:
+            if key in block:
+                for match in pattern.finditer(block):
+                    raw = match.group(1)
+                    if raw:
+                        total += _chars(raw)
+        if total:
+            self.output_chars = (self.output_chars or 0) + total
         if d.finish is not None and d.finish_key in block:
             for match in d.finish.finditer(block):
                 self.finish_reason = match.group(1).decode("ascii")
