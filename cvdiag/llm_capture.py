@@ -173,6 +173,13 @@ class Exchange:
             self.retry_after_ms = _retry_after_ms(headers)
             self.request_id = _text(headers.get("x-request-id") or headers.get("request-id"))
             event_stream = "text/event-stream" in (headers.get("content-type") or "")
+            if response.is_stream_consumed:
+                # Built from bytes in memory (a mock transport, a cached answer): already
+                # read and decoded, so there is no stream to watch; read the content.
+                self.reader = AnswerReader(self.route.api, event_stream=event_stream)
+                self.feed(response.content)
+                self.ended()
+                return
             self.reader = AnswerReader(
                 self.route.api, event_stream=event_stream, encoding=headers.get("content-encoding")
             )
