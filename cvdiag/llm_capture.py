@@ -247,6 +247,8 @@ class Exchange:
                 return
             self._done = True
         try:
+            if self.reader is not None:
+                self.reader.flush()
             self._count_attempt(outcome)
             fields = self._fields(error_class)
             if self.scope is not None:

@@ -35,6 +35,8 @@ LINE_CAP = 1 << 16
 _CLIP = 1 << 13
 #: Inflate at most this much per step, so a small compressed chunk cannot balloon in memory.
 _INFLATE_STEP = 1 << 16
+#: Once output has begun, whole SSE lines are read in batches of about this many bytes.
+_BATCH = 1 << 14
 _ERROR_TYPE_MAX = LLM_TEXT_MAX_CHARS
 
 # A JSON string value: group 1 is its body (escapes kept).
@@ -197,6 +199,8 @@ class AnswerReader:
         "_inflate",
         "_json",
         "_json_size",
+        "_pending",
+        "_pending_size",
         "_raw_deflate",
         "_tail",
         "api",
@@ -221,6 +225,8 @@ class AnswerReader:
         self._inflate = inflate or None
         self._raw_deflate = (encoding or "").strip().lower() == "deflate"
         self._tail = b""
+        self._pending: list[bytes] = []
+        self._pending_size = 0
         self._json: list[bytes] | None = [] if not event_stream else None
         self._json_size = 0
         self.chunks = 0
@@ -266,6 +272,7 @@ class AnswerReader:
                 self.readable = False
                 return
         if self.event_stream:
+            self.flush()
             if self._tail:
                 tail, self._tail = self._tail, b""
                 self._scan(tail + b"\n")
@@ -283,11 +290,18 @@ class AnswerReader:
     @property
     def untouched(self) -> bool:
         """Nothing of the body has been read yet."""
-        return self._json_size == 0 and self.chunks == 0 and not self._tail and self.output_chars in (0, None)
+        return (
+            self._json_size == 0
+            and self.chunks == 0
+            and not self._tail
+            and not self._pending
+            and self.output_chars in (0, None)
+        )
 
     @property
     def complete(self) -> bool:
         """Did the body say it was whole (its terminal event, or a parsed JSON body)?"""
+        self.flush()
         if not self.event_stream:
             return self._json is None and self.readable
         return self.terminal or (self.finish_reason is not None and self.api != "responses")
@@ -310,18 +324,35 @@ class AnswerReader:
         tail = self._tail
         if tail:
             data = tail + data
-        cut = data.rfind(b"\n")
-        if cut < 0:
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
             self._tail = data if len(data) <= LINE_CAP else self._clip(data)
             return
-        cut += 1
         if cut == len(data):
             self._tail = b""
-            self._scan(data)
         else:
             rest = data[cut:]
             self._tail = rest if len(rest) <= LINE_CAP else self._clip(rest)
-            self._scan(data[:cut])
+            data = data[:cut]
+        if self.output_chars:
+            # Output has begun (the first-token time is taken): later blocks are read in
+            # batches, so the fixed cost of a scan is paid per batch, not per event.
+            self._pending.append(data)
+            self._pending_size += len(data)
+            if self._pending_size < _BATCH:
+                return
+            data = b"".join(self._pending)
+            self._pending = []
+            self._pending_size = 0
+        self._scan(data)
+
+    def flush(self) -> None:
+        """Read the blocks still waiting in the batch (before the facts are looked at)."""
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending = []
+            self._pending_size = 0
+            self._scan(data)
 
     def _clip(self, line: bytes) -> bytes:
         """An over-long unfinished line keeps its head and tail, a newline between them."""

@@ -288,3 +288,15 @@ def test_arbitrary_bytes_never_raise_and_stay_bounded(junk, cuts):
             assert len(reader._tail) <= LINE_CAP + 1
         reader.end()
         assert reader.output_chars is not None and reader.output_chars >= 0
+
+
+def test_long_stream_read_in_batches_counts_every_event():
+    event = b'data: {"choices":[{"index":0,"delta":{"content":"ab\\n"},"finish_reason":null}]}\n\n'
+    data = event * 1000 + b'data: {"choices":[{"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
+    for size in (1, 97, 4096, len(data)):
+        reader = _read("chat.completions", [data[i : i + size] for i in range(0, len(data), size)])
+        assert _facts(reader) == (3000, "length", None, None, 1002, True, None)
+    reader = AnswerReader("chat.completions", event_stream=True)
+    for i in range(0, len(data), 512):
+        reader.feed(data[i : i + 512])
+        assert reader._pending_size < (1 << 14) + 512  # batches stay bounded

@@ -313,6 +313,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--instructions", action="store_true", help="count instructions under valgrind instead (repeatable)"
     )
+    parser.add_argument("--sockets", action="store_true", help="stream from a local uvicorn server instead")
     parser.add_argument("--serve-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--inside", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -331,8 +332,14 @@ def main(argv: list[str] | None = None) -> None:
 
     variants = _variants()
     samples: dict[str, dict[int, list[float]]] = {name: {args.short: [], args.long: []} for name in variants}
-    with _server() as url:
-        client = openai.OpenAI(base_url=url, api_key="sk-bench", max_retries=0)
+    with contextlib.ExitStack() as stack:
+        if args.sockets:
+            url = stack.enter_context(_server())
+            client = openai.OpenAI(base_url=url, api_key="sk-bench", max_retries=0)
+            where = "a local uvicorn server (its CPU not counted)"
+        else:
+            client = _memory_client()
+            where = "memory (an httpx2 transport, no sockets)"
         for enter, leave in variants.values():  # warm every path once
             enter()
             _cpu_per_call(client, args.short, 3)
@@ -349,26 +356,43 @@ def main(argv: list[str] | None = None) -> None:
 
     fitted = {name: _fit(by_length, args.short, args.long) for name, by_length in samples.items()}
     base_chunk = fitted["bare SDK"][1]
-    print(f"openai SDK streaming chat completions from a local server; {args.rounds} rounds x {args.calls} answers")
+    print(f"openai SDK streaming chat completions from {where}; {args.rounds} rounds x {args.calls} answers")
     print(f"of {args.short} and {args.long} events per variant; CPU of this process (median of rounds)\n")
     _table(fitted)
-    otel = fitted.get("OpenTelemetry openai")
-    if otel is not None:
-        otel_added = otel[1] - base_chunk
-        for name in ("cvdiag default tier", "cvdiag verbose tier"):
-            ours = fitted[name][1] - base_chunk
-            ratio = ours / otel_added if otel_added > 0 else float("nan")
-            print(f"{name}: adds {ratio:.2f}x what OpenTelemetry adds per chunk")
 
-    cvdiag_only = {k: v for k, v in _variants().items() if not k.startswith("OpenTelemetry")}
-    cvdiag_only["bare client"] = cvdiag_only.pop("bare SDK")
-    cvdiag_only = {"bare client": cvdiag_only.pop("bare client"), **cvdiag_only}
+    cvdiag_only = {k: v for k, v in variants.items() if not k.startswith("OpenTelemetry")}
+    cvdiag_only = {"bare client": cvdiag_only.pop("bare SDK"), **cvdiag_only}
     direct = _in_process(cvdiag_only, args.short, args.long, args.rounds)
-    print("\nin-process, no sockets and no SDK (httpx2 client, body from memory): cvdiag's own cost")
+    print("\nthe same events through a bare httpx2 client, no SDK (body from memory): cvdiag's own cost")
     _table(direct)
-    ours = direct["cvdiag verbose tier"][1] - direct["bare client"][1]
-    share = 100.0 * ours / base_chunk if base_chunk > 0 else float("nan")
-    print(f"cvdiag verbose tier adds {ours * 1e6:.2f}us per chunk = {share:.1f}% of the SDK's own per-chunk cost")
+
+    print()
+    otel = fitted.get("OpenTelemetry openai")
+    otel_added = otel[1] - base_chunk if otel is not None else None
+    for name in ("cvdiag default tier", "cvdiag verbose tier"):
+        ours = direct[name][1] - direct["bare client"][1]
+        line = f"{name}: adds {ours * 1e6:.2f}us per chunk = {100.0 * ours / base_chunk:.1f}% of the SDK's own"
+        if otel_added:
+            line += f", {ours / otel_added:.2f}x what OpenTelemetry adds ({otel_added * 1e6:.2f}us)"
+        print(line)
+
+
+def _memory_client() -> Any:
+    """An openai client whose transport answers ``model: "n-<N>"`` from memory."""
+    import httpx2
+    import openai
+
+    cache: dict[int, list[bytes]] = {}
+    stream_type = type("Chunks", (_Chunks, httpx2.SyncByteStream), {})
+
+    def handler(request: Any) -> Any:
+        n = int(json.loads(request.content)["model"].split("-", 1)[1])
+        if n not in cache:
+            cache[n] = [_event(i, i == n - 1) for i in range(n)] + [b"data: [DONE]\n\n"]
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=stream_type(cache[n]))
+
+    http_client = httpx2.Client(transport=httpx2.MockTransport(handler))
+    return openai.OpenAI(base_url="http://llm.local/v1", api_key="sk-bench", max_retries=0, http_client=http_client)
 
 
 if __name__ == "__main__":
