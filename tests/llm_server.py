@@ -1,9 +1,11 @@
 """A real LLM provider stand-in for tests: uvicorn on a loopback port, serving planned
 replies (recorded bytes, in the pieces given, optionally slow, cut, or compressed).
 
-``server.plan(path, Reply(...), Reply(...))`` queues the replies for the next requests
-to ``path``; the last one repeats. ``server.requests`` records what arrived (path and
-headers), so a test can see the SDK's retries.
+Import ``server_fixture`` and ``llm_capture_on_fixture`` into a test module for the
+``server`` and ``llm_capture_on`` fixtures. ``server.plan(path, Reply(...), Reply(...))``
+queues the replies for the next requests to ``path``; the last one repeats.
+``server.requests`` records what arrived (path and headers), so a test can see the
+SDK's retries.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import uvicorn
+
+from cvdiag.propagation import instrument_httpx, is_instrumented, uninstrument_httpx
 
 DATA = Path(__file__).parent / "data" / "llm"
 
@@ -129,9 +134,24 @@ class LLMServer:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def serve() -> Iterator[LLMServer]:
-    server = LLMServer().start()
+@pytest.fixture(scope="module", name="server")
+def server_fixture() -> Iterator[LLMServer]:
+    """One stand-in provider per test module (import this fixture into the module)."""
+    srv = LLMServer().start()
     try:
-        yield server
+        yield srv
     finally:
-        server.stop()
+        srv.stop()
+
+
+@pytest.fixture(name="llm_capture_on")
+def llm_capture_on_fixture() -> Iterator[None]:
+    """LLM call recognition on, with the default heartbeat, for one test; undone after."""
+    was = is_instrumented()
+    instrument_httpx(llm=True, heartbeat_s=10.0)
+    try:
+        yield
+    finally:
+        instrument_httpx(llm=True, heartbeat_s=10.0)
+        if not was:
+            uninstrument_httpx()

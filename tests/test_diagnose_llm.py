@@ -9,7 +9,7 @@ import openai
 import pytest
 from cvdiag_cli import run
 from emitkit import capture
-from llm_server import LLMServer, Reply
+from llm_server import LLMServer, Reply, llm_capture_on_fixture, server_fixture  # noqa: F401 (fixtures)
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
@@ -19,27 +19,13 @@ from starlette.testclient import TestClient
 import cvdiag
 from cvdiag.asgi import CvdiagMiddleware
 from cvdiag.diagnose import diagnose
-from cvdiag.propagation import instrument_httpx, is_instrumented, uninstrument_httpx
 
 CHAT = "/v1/chat/completions"
 FAST_RETRY = {"retry-after-ms": "5"}
 SERVER_ERROR = json.dumps({"error": {"message": "boom", "type": "server_error", "code": None}}).encode()
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = LLMServer().start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def llm_capture_on():
-    was = is_instrumented()
-    instrument_httpx(llm=True)
-    yield
-    if not was:
-        uninstrument_httpx()
+pytestmark = pytest.mark.usefixtures("llm_capture_on")
 
 
 def _client(server: LLMServer, retries: int) -> openai.OpenAI:

@@ -14,11 +14,11 @@ import httpx2
 import openai
 import pytest
 from emitkit import capture
-from llm_server import DATA, LLMServer, Reply
+from llm_server import DATA, LLMServer, Reply, llm_capture_on_fixture, server_fixture  # noqa: F401 (fixtures)
 
 import cvdiag
 from cvdiag.llm_routes import clear_llm_endpoints, register_llm_endpoint
-from cvdiag.propagation import instrument_httpx, uninstrument_httpx
+from cvdiag.propagation import instrument_httpx
 from cvdiag.validate import problems
 
 CLIENT_LIBRARIES = pytest.mark.parametrize("lib", [httpx, httpx2], ids=["httpx", "httpx2"])
@@ -28,21 +28,7 @@ RECORDED_CHAT = (DATA / "openai_chat_stream.sse").read_bytes()
 FAST_RETRY = {"retry-after-ms": "5"}
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = LLMServer().start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def llm_capture_on():
-    was = cvdiag.propagation.is_instrumented()
-    instrument_httpx(llm=True, heartbeat_s=10.0)
-    yield
-    instrument_httpx(llm=True, heartbeat_s=10.0)
-    if not was:
-        uninstrument_httpx()
+pytestmark = pytest.mark.usefixtures("llm_capture_on")
 
 
 def _calls(cap) -> list[dict]:
