@@ -104,6 +104,7 @@ class Exchange:
     __slots__ = (
         "__weakref__",
         "_done",
+        "_error_bytes",
         "_lock",
         "_retry_key",
         "attempt",
@@ -131,6 +132,7 @@ class Exchange:
         self.reader: AnswerReader | None = None
         self._retry_key: tuple[str, str, int] | None = None
         self._done = False
+        self._error_bytes = 0
         self._lock = threading.Lock()
 
     # -- the start ---------------------------------------------------------------------
@@ -218,21 +220,32 @@ class Exchange:
             self.finish("ok", None)
 
     def wants_error_body(self) -> bool:
-        """An error response closed before any of its body was read."""
+        """An error response closed before any of its body was read: an SDK about to
+        retry does that. Its small body is then read (the caller is done with it) for the
+        provider's error type, ``error_piece`` by ``error_piece``."""
         reader = self.reader
         return not self._done and (self.http_status or 0) >= 400 and reader is not None and reader.untouched
 
+    def error_piece(self, chunk: bytes) -> bool:
+        """Read one piece of an error body; False once ``_ERROR_BODY_MAX`` is reached."""
+        self.feed(chunk)
+        self._error_bytes += len(chunk)
+        return self._error_bytes <= _ERROR_BODY_MAX
+
     def abandoned(self) -> None:
-        """The caller closed the body, or let go of it, before its end."""
+        """The caller closed the body, or let go of it, before its end. Never raises."""
         if self._done:
             return
-        reader = self.reader
-        if reader is not None and reader.complete:
-            self.ended()  # the answer was whole; the caller just did not read the rest
-        elif (self.http_status or 0) >= 400:
-            self.finish("err", "HTTPStatusError")
-        else:
-            self.finish("timeout", "CancelledError")
+        try:
+            reader = self.reader
+            if reader is not None and reader.complete:
+                self.ended()  # the answer was whole; the caller just did not read the rest
+            elif (self.http_status or 0) >= 400:
+                self.finish("err", "HTTPStatusError")
+            else:
+                self.finish("timeout", "CancelledError")
+        except Exception:
+            note_internal_error()
 
     def failed(self, exc: BaseException) -> None:
         """Sending, or reading the body, raised ``exc`` (re-raised by the caller)."""
@@ -412,22 +425,14 @@ class _ObservedSync:
         exchange = self._exchange
         try:
             if exchange.wants_error_body():
-                # An SDK about to retry closes an error response unread: read its small
-                # body (the caller is done with it) for the provider's error type.
-                size = 0
                 for chunk in self._inner:
-                    exchange.feed(chunk)
-                    size += len(chunk)
-                    if size > _ERROR_BODY_MAX:
+                    if not exchange.error_piece(chunk):
                         break
                 exchange.ended()
         except Exception:
             note_internal_error()
-        finally:
-            try:
-                exchange.abandoned()
-            finally:
-                self._inner.close()
+        exchange.abandoned()
+        self._inner.close()
 
     def __del__(self) -> None:  # a body nobody closed: the call still gets its one ending
         _let_go(self)
@@ -458,21 +463,15 @@ class _ObservedAsync:
     async def aclose(self) -> None:
         exchange = self._exchange
         try:
-            if exchange.wants_error_body():  # as in ``_ObservedSync.close``
-                size = 0
+            if exchange.wants_error_body():
                 async for chunk in self._inner:
-                    exchange.feed(chunk)
-                    size += len(chunk)
-                    if size > _ERROR_BODY_MAX:
+                    if not exchange.error_piece(chunk):
                         break
                 exchange.ended()
         except Exception:
             note_internal_error()
-        finally:
-            try:
-                exchange.abandoned()
-            finally:
-                await self._inner.aclose()
+        exchange.abandoned()
+        await self._inner.aclose()
 
     def __del__(self) -> None:
         _let_go(self)
