@@ -129,10 +129,13 @@ def test_requests_that_are_not_llm_calls_write_nothing(server):
     server.plan("/v1/users", Reply.json(b'{"model":"x"}'))
     server.plan("/v1/embeddings", Reply.json(b"{}"))
     with capture("debug") as cap, httpx2.Client() as client:
-        client.post(server.url + "/v1/users", json={"model": "gpt-4o"})
-        client.get(server.url + CHAT)
-        client.post(server.url + "/v1/embeddings", json={"input": "no model: an unrelated service"})
+        responses = [
+            client.post(server.url + "/v1/users", json={"model": "gpt-4o"}),
+            client.get(server.url + CHAT),
+            client.post(server.url + "/v1/embeddings", json={"input": "no model: an unrelated service"}),
+        ]
     assert cap.events() == []
+    assert {type(r.stream).__name__ for r in responses} == {"BoundSyncStream"}  # bodies never observed
 
 
 def test_llm_false_and_the_environment_switch_turn_recognition_off(server, monkeypatch):
