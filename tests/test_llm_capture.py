@@ -437,3 +437,31 @@ def test_validator_checks_the_llm_keys(server):
         "metadata attempt is not a count (int >= 0)",
         "metadata http_status is not an HTTP status (100-599)",
     ]
+
+
+def test_anthropic_and_responses_non_streamed_answers(server):
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-3-5-sonnet-20241022",
+        "content": [{"type": "text", "text": "Bonjour"}],
+        "stop_reason": "max_tokens",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 6, "output_tokens": 2},
+    }
+    server.plan("/v1/messages", Reply.json(json.dumps(message).encode(), headers={"request-id": "req_a1"}))
+    client = anthropic.Anthropic(base_url=server.url, api_key="sk-ant-test", max_retries=0)
+    with capture("verbose") as cap:
+        answer = client.messages.create(model="claude-3-5-sonnet-20241022", max_tokens=2, messages=[])
+    assert answer.content[0].text == "Bonjour"
+    (end,) = _calls(cap)
+    assert (end["outcome"], *_md(end, "api", "stream", "finish_reason", "prompt_tokens", "output_chars")) == (
+        "ok",
+        "messages",
+        False,
+        "max_tokens",
+        6,
+        7,
+    )
+    assert _md(end, "request_id", "completion_tokens", "chunks", "ttft_ms") == ("req_a1", 2, None, None)
