@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .context import RequestContext, current_context, request_context
     from .emitter import CvdiagError, emit, flush, stats
     from .ids import new_test_id, normalize_test_id
+    from .llm_routes import register_llm_endpoint
     from .logcontext import CvdiagLogFilter, add_cvdiag_context
     from .propagation import copy_context, httpx_hooks, instrument_httpx, uninstrument_httpx, wrap
     from .schema import OUTBOUND_ALLOW_LIST, register_boundary
@@ -36,6 +37,7 @@ _WHERE = {
     "stats": "emitter",
     "new_test_id": "ids",
     "normalize_test_id": "ids",
+    "register_llm_endpoint": "llm_routes",
     "CvdiagLogFilter": "logcontext",
     "add_cvdiag_context": "logcontext",
     "copy_context": "propagation",
@@ -73,6 +75,7 @@ __all__ = [
     "new_test_id",
     "normalize_test_id",
     "register_boundary",
+    "register_llm_endpoint",
     "request_context",
     "scrub",
     "stats",

@@ -167,20 +167,65 @@ _NO_BOUNDARIES = _Shape(())
 
 
 class _Response:
-    """The numbers of the last LLM response (a dict per test would cost five times more)."""
+    """The numbers of the last LLM response (a dict per test would cost five times more).
 
-    __slots__ = ("completion_tokens", "latency_ms", "model", "prompt_tokens", "provider", "response_token_count")
+    ``empty`` is True for an ok answer that produced no output (``output_chars`` 0, or a
+    2xx stream of 0 events), whatever token count the provider claimed.
+    """
+
+    __slots__ = (
+        "completion_tokens",
+        "empty",
+        "latency_ms",
+        "model",
+        "output_chars",
+        "prompt_tokens",
+        "provider",
+        "response_token_count",
+    )
 
     def __init__(
         self, provider: str | None, model: str | None, latency_ms: float | None,
         response_token_count: int | None, prompt_tokens: int | None, completion_tokens: int | None,
+        output_chars: int | None = None, empty: bool = False,
     ) -> None:  # fmt: skip
         self.provider, self.model, self.latency_ms = provider, model, latency_ms
         self.response_token_count, self.prompt_tokens = response_token_count, prompt_tokens
-        self.completion_tokens = completion_tokens
+        self.completion_tokens, self.output_chars, self.empty = completion_tokens, output_chars, empty
 
 
 _NO_RESPONSE = _Response(None, None, None, None, None, None)
+
+
+class _LLMFailures:
+    """The failed LLM attempts of a test, made only when one failed: how many, with which
+    HTTP statuses, the provider's error type and retry-after, the highest attempt number."""
+
+    __slots__ = ("error_type", "last_key", "max_attempt", "no_status", "retry_after_ms", "statuses")
+
+    def __init__(self) -> None:
+        self.statuses: tuple[int, ...] = ()  # distinct, at most _MAX_STATUSES, in order of arrival
+        self.no_status = 0  # failed attempts without an HTTP error status (transport errors, cut bodies)
+        self.error_type: str | None = None  # the first the provider named
+        self.retry_after_ms: float | None = None
+        self.max_attempt: int | None = None
+        self.last_key: int | None = None
+
+    def add(self, md: Mapping[str, Any], key: int | None) -> None:
+        status = _int(md.get("http_status"))
+        if status is None or status < 400:  # no answer, or a 2xx whose body broke off
+            self.no_status += 1
+        elif status not in self.statuses and len(self.statuses) < _MAX_STATUSES:
+            self.statuses += (status,)
+        self.error_type = self.error_type or _name(md.get("error_type"))
+        retry_after = _num(md.get("retry_after_ms"))
+        if retry_after is not None:
+            self.retry_after_ms = retry_after
+        attempt = _int(md.get("attempt"))
+        if attempt is not None and (self.max_attempt is None or attempt > self.max_attempt):
+            self.max_attempt = attempt
+        if key is not None and (self.last_key is None or key > self.last_key):
+            self.last_key = key
 
 
 class _Pick:
@@ -249,6 +294,7 @@ class Evidence:
         "abort_first",
         "aborts",
         "agent_bad",
+        "agent_error_class",
         "agent_exits",
         "agent_name",
         "agent_name_key",
@@ -296,7 +342,9 @@ class Evidence:
         "last_key",
         "last_ts",
         "llm_errors",
+        "llm_failures",
         "llm_first_error",
+        "llm_last_ok_key",
         "llm_last_response",
         "llm_last_response_key",
         "llm_last_start",
@@ -368,6 +416,8 @@ class Evidence:
         self.llm_errors = 0
         self.llm_timeouts = 0
         self.llm_first_error: _Pick | None = None  # (error_class, provider, model, latency_ms)
+        self.llm_failures: _LLMFailures | None = None
+        self.llm_last_ok_key: int | None = None
         self.llm_last_start: tuple[str | None, str | None] | None = None  # (provider, model)
         self.llm_last_start_key: int | None = None
         self.llm_last_response: _Response | None = None
@@ -397,6 +447,7 @@ class Evidence:
         self.agent_name: str | None = None
         self.agent_name_key: int | None = None
         self.agent_bad: _Pick | None = None  # terminal_outcome error/cancelled
+        self.agent_error_class: str | None = None  # of the first agent that exited with an error
         self.agent_exits = 0
         # aimock
         self.aimock_decisions = 0
@@ -616,6 +667,10 @@ class Evidence:
             "llm_latency_ms": response.latency_ms,
             "llm_max_latency_ms": self.llm_slowest[0] if self.llm_slowest else None,
             "llm_error_class": _at(_value(self.llm_first_error), 0),
+            "llm_failed_attempts": self.failed_attempts(),
+            "llm_error_statuses": list(self.llm_failures.statuses) if self.llm_failures else [],
+            "llm_error_type": self.llm_failures.error_type if self.llm_failures else None,
+            "output_chars": response.output_chars,
             "open_llm_call_s": self.open_llm_call_s(log_end),
             "heartbeats": self.heartbeats,
             "last_heartbeat_elapsed_ms": self.heartbeat_last,
@@ -628,9 +683,26 @@ class Evidence:
             "bytes_before_abort": abort_bytes,
             "exception_type": error[0],
             "agent_terminal_outcome": _value(self.agent_bad),
+            "agent_error_class": self.agent_error_class,
             "last_boundary": self.last_boundary,
             "last_backend_boundary": self.last_backend_boundary,
         }
+
+    def failed_attempts(self) -> int:
+        """LLM attempts that failed: the err responses, or more when a retry count says so."""
+        failures = self.llm_failures
+        highest = failures.max_attempt if failures is not None and failures.max_attempt is not None else -1
+        return max(self.llm_errors, highest + 1)
+
+    def llm_recovered(self) -> bool:
+        """Did an ok LLM answer come after the last failed attempt (a retry that worked)?"""
+        failures = self.llm_failures
+        return (
+            failures is not None
+            and failures.last_key is not None
+            and self.llm_last_ok_key is not None
+            and self.llm_last_ok_key > failures.last_key
+        )
 
     def worst_status(self) -> int | None:
         """The highest HTTP status the backend completed with."""
@@ -789,16 +861,30 @@ def _on_llm_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Map
         latency = _num(env.get("duration_ms"))
     tokens = _int(md.get("response_token_count"))
     completion = _int(md.get("completion_tokens"))
+    output = _int(md.get("output_chars"))
+    empty = False
     if outcome == "err":
         ev.llm_errors += 1
         ev.llm_first_error = _earliest(
             ev.llm_first_error, key, (_text(md.get("error_class")) or "an unnamed error", provider, model, latency)
         )
+        if ev.llm_failures is None:
+            ev.llm_failures = _LLMFailures()
+        ev.llm_failures.add(md, key)
     elif outcome == "timeout":
         ev.llm_timeouts += 1
     elif outcome == "ok":
         ev.llm_ok += 1
-        if (tokens or 0) > 0 or (completion or 0) > 0:
+        if key is not None and (ev.llm_last_ok_key is None or key > ev.llm_last_ok_key):
+            ev.llm_last_ok_key = key
+        status = _int(md.get("http_status"))
+        # No output is no output, whatever the token count says; so is a 2xx stream of no events.
+        empty = output == 0 or (
+            md.get("stream") is True and _int(md.get("chunks")) == 0 and status is not None and 200 <= status < 300
+        )
+        if empty:
+            pass
+        elif (tokens or 0) > 0 or (completion or 0) > 0 or (output or 0) > 0:
             ev.llm_ok_with_tokens += 1
         elif tokens == 0 or completion == 0:
             ev.llm_ok_zero_tokens += 1
@@ -806,7 +892,7 @@ def _on_llm_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Map
         candidate = (latency, provider or "?", model or "?")
         if ev.llm_slowest is None or candidate > ev.llm_slowest:
             ev.llm_slowest = candidate
-    response = _Response(provider, model, latency, tokens, _int(md.get("prompt_tokens")), completion)
+    response = _Response(provider, model, latency, tokens, _int(md.get("prompt_tokens")), completion, output, empty)
     if _later(ev.llm_last_response, ev.llm_last_response_key, key):
         ev.llm_last_response_key, ev.llm_last_response = key, response
 
@@ -875,6 +961,8 @@ def _on_agent_exit(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mappi
     ev.agent_exits += 1
     terminal = _text(md.get("terminal_outcome"))
     if terminal in ("error", "cancelled"):
+        if _earlier(ev.agent_bad, ev.agent_bad.key if ev.agent_bad else None, key):
+            ev.agent_error_class = _name(md.get("error_class")) if terminal == "error" else None
         ev.agent_bad = _earliest(ev.agent_bad, key, terminal)
 
 

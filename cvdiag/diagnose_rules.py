@@ -106,14 +106,47 @@ def edge_interference(ev: Evidence, th: Thresholds, log_end: float | None, facts
 
 
 def llm_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
-    if not ev.llm_first_error:
+    if not ev.llm_first_error or ev.llm_recovered():
         return None
     error_class, provider, model, latency = ev.llm_first_error.value
-    after = f" after {_s(latency)}" if latency is not None else ""
-    return "llm-error", 0.95, f"LLM call to {_call(provider, model)} failed with {error_class}{after}."
+    failures = ev.llm_failures
+    attempts = ev.failed_attempts()
+    if failures is None or not failures.statuses:
+        after = f" after {_s(latency)}" if latency is not None else ""
+        tries = f" ({_n(attempts, 'attempt')})" if attempts > 1 else ""
+        return "llm-error", 0.95, f"LLM call to {_call(provider, model)} failed with {error_class}{after}{tries}."
+    return "llm-error", 0.95, f"LLM call to {_call(provider, model)} failed: {_attempts(ev, failures, attempts)}."
+
+
+def _attempts(ev: Evidence, failures: Any, attempts: int) -> str:
+    """``3 attempts, all HTTP 500 (server_error); retry-after 1.0 s`` from the failed attempts."""
+    statuses = failures.statuses
+    if len(statuses) == 1 and not failures.no_status:
+        if attempts == 1:
+            said = f"HTTP {statuses[0]}"
+        else:
+            said = f"all HTTP {statuses[0]}" if ev.llm_errors >= attempts else f"the last HTTP {statuses[0]}"
+    else:
+        said = "HTTP " + ", ".join(map(str, statuses))
+        if failures.no_status:
+            said += f" and {_n(failures.no_status, 'broken connection')}"
+    error_type = f" ({failures.error_type})" if failures.error_type else ""
+    retry = f"; retry-after {_s(failures.retry_after_ms)}" if failures.retry_after_ms is not None else ""
+    return f"{_n(attempts, 'attempt')}, {said}{error_type}{retry}"
 
 
 def provider_empty(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+    last = ev.llm_last_response
+    if last is not None and last.empty:
+        # The provider said ok and produced nothing: no text, no tool call, whatever tokens it claims.
+        tokens = last.completion_tokens if last.completion_tokens is not None else last.response_token_count
+        claimed = f" (the provider claimed {tokens} tokens)" if tokens else ""
+        what = "0 characters of output" if last.output_chars == 0 else "a stream of 0 events"
+        return (
+            "provider-empty",
+            0.9,
+            f"LLM call to {_call(last.provider, last.model)} answered ok but produced {what}{claimed}.",
+        )
     if not ev.llm_ok or ev.llm_ok_with_tokens or not ev.complete_ok_empty or ev.complete_ok_with_events:
         return None
     if ev.sse_events:
@@ -234,7 +267,8 @@ def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict
     name = ev.agent_name or "?"
     status = facts["http_status"]
     answered = f"; the response still completed with HTTP {status}" if status is not None else ""
-    return "agent-error", 0.85, f"Agent {name} exited with terminal_outcome {ev.agent_bad.value}{answered}."
+    raised = f", raising {ev.agent_error_class}" if ev.agent_error_class else ""
+    return "agent-error", 0.85, f"Agent {name} exited with terminal_outcome {ev.agent_bad.value}{raised}{answered}."
 
 
 def incomplete(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
@@ -321,21 +355,31 @@ def ok(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verd
     if not ev.events:
         return "ok", 0.1, "No usable envelope for this test id; nothing to diagnose."
     status = facts["http_status"]
-    if _failed(ev):
+    recovered = ev.llm_errors if ev.llm_recovered() else 0  # failed attempts a retry made good
+    if _failed(ev, recovered):
         exit_ = _v(ev.probe_exit)
         seen = (
-            f"probe.exit {exit_[0]}" if exit_ and exit_[0] not in (None, "ok") else _n(ev.failures, "failed envelope")
+            f"probe.exit {exit_[0]}"
+            if exit_ and exit_[0] not in (None, "ok")
+            else _n(ev.failures - recovered, "failed envelope")
         )
         return "ok", 0.4, f"No rule matched although the test shows a failure ({seen}); status {status}."
+    if ev.complete_ok_bodiless and not ev.complete_ok_with_events and not ev.sse_events:
+        # A 2xx that sent nothing at all is not a healthy answer, even with no rule to name it.
+        return "ok", 0.3, f"No rule matched, but the response completed with HTTP {status} and sent nothing."
     answered = f"HTTP {status}" if status is not None else "no backend response in the log"
-    return "ok", 0.9, f"No failure found ({ev.events} events; {answered})."
+    retried = f"; {_n(recovered, 'failed LLM attempt')} recovered by a retry" if recovered else ""
+    return "ok", 0.9, f"No failure found ({ev.events} events; {answered}{retried})."
 
 
-def _failed(ev: Evidence) -> bool:
-    """Did anything go wrong at all (for the weak edge signals and the ``ok`` confidence)?"""
+def _failed(ev: Evidence, forgiven: int = 0) -> bool:
+    """Did anything go wrong at all (for the weak edge signals and the ``ok`` confidence)?
+
+    ``forgiven`` failed envelopes are not counted (LLM attempts a retry recovered).
+    """
     exit_ = _v(ev.probe_exit)
     return bool(
-        ev.failures
+        ev.failures > forgiven
         or ev.probe_network_errors
         or (exit_ and exit_[0] not in (None, "ok"))
         or (ev.worst_status() or 0) >= 400

@@ -19,7 +19,17 @@ from . import config
 from .caps import render_capped
 from .context import current_context, resolve_slug
 from .ids import new_span_id, new_test_id
-from .schema import ACCOUNTING_SLUG, EDGE_HEADERS, ENVELOPE_CAP_BYTES, OUTCOMES, SCHEMA_VERSION, Boundary, Tier, lookup
+from .schema import (
+    ACCOUNTING_SLUG,
+    EDGE_HEADERS,
+    ENVELOPE_CAP_BYTES,
+    OUTCOMES,
+    SCHEMA_VERSION,
+    Boundary,
+    Tier,
+    lookup,
+    written_at,
+)
 from .scrubber import is_sensitive_key, scrub, scrub_tree
 from .sinks import FileSink, Sink, StdoutSink
 from .writer import Writer
@@ -330,7 +340,7 @@ def _emit(
     else:
         slug = ctx.slug if ctx is not None else resolve_slug()
         tier = settings.tier_for(slug)
-        if boundary.tier > tier:
+        if boundary.tier > tier and written_at(boundary, outcome) > tier:
             return
         if tier is Tier.DEBUG:
             config.count_debug_envelope()

@@ -16,6 +16,9 @@ both libraries, so this does not depend on private methods.
 Only spec section 6's allow-list is ever added, only from the bound context, and never
 over a header the caller set. Nothing here imports the emitter: propagation costs a
 contextvar read per request and works whether or not emission is enabled.
+
+The same wrapper recognises LLM calls (``llm_capture``, imported only when that is on:
+``instrument_httpx(llm=False)`` or ``CVDIAG_LLM_CAPTURE=0`` leave it out).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib
+import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, ParamSpec, TypeVar
 
@@ -53,6 +57,10 @@ _MARK = "__cvdiag_original__"
 
 # (class, original send) for every class wrapped by instrument_httpx, in install order.
 _installed: list[tuple[type, Callable[..., Any]]] = []
+#: The ``llm_capture`` module while LLM call recognition is on, else None.
+_llm: list[Any] = [None]
+_LLM_SWITCH = "CVDIAG_LLM_CAPTURE"
+_OFF = frozenset({"0", "false", "no", "off"})
 
 
 def outbound_headers(ctx: RequestContext | None = None) -> dict[str, str]:
@@ -109,6 +117,11 @@ def _wrap_sync_send(original: Callable[..., Any]) -> Callable[..., Any]:
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         if _installed:
             _add_headers(request)
+            capture = _llm[0]
+            if capture is not None and not args:
+                exchange = capture.begin(request)
+                if exchange is not None:
+                    return capture.send_sync(exchange, original, self, request, kwargs)
         return original(self, request, *args, **kwargs)
 
     setattr(send, _MARK, original)
@@ -120,6 +133,11 @@ def _wrap_async_send(original: Callable[..., Awaitable[Any]]) -> Callable[..., A
     async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         if _installed:
             _add_headers(request)
+            capture = _llm[0]
+            if capture is not None and not args:
+                exchange = capture.begin(request)
+                if exchange is not None:
+                    return await capture.send_async(exchange, original, self, request, kwargs)
         return await original(self, request, *args, **kwargs)
 
     setattr(send, _MARK, original)
@@ -142,12 +160,26 @@ def is_instrumented() -> bool:
     return bool(_installed)
 
 
-def instrument_httpx() -> bool:
-    """Make every httpx and httpx2 client, existing or future, send the allow-listed headers.
+def instrument_httpx(*, llm: bool | None = None, heartbeat_s: float | None = None) -> bool:
+    """Make every httpx and httpx2 client, existing or future, send the allow-listed headers
+    and report the LLM calls it makes (backend.llm.call.*, see docs/propagation.md).
 
-    Idempotent; returns True when this call installed it, False when it already was.
-    Libraries that are not installed are skipped.
+    ``llm=False`` keeps propagation only; by default LLM recognition is on unless the
+    environment says ``CVDIAG_LLM_CAPTURE=0``. ``heartbeat_s`` sets the interval of the
+    heartbeats of a recognised call (default 10 s). Idempotent for propagation; returns
+    True when this call installed it, False when it already was (the LLM switch and
+    interval given are applied either way). Libraries that are not installed are skipped.
     """
+    if llm is None:
+        llm = (os.environ.get(_LLM_SWITCH) or "").strip().lower() not in _OFF
+    if llm:
+        from . import llm_capture  # the emit side, only when asked for
+
+        _llm[0] = llm_capture
+        if heartbeat_s is not None:
+            llm_capture.set_heartbeat_s(heartbeat_s)
+    else:
+        _llm[0] = None
     if _installed:
         return False
     for cls in _client_classes():
@@ -167,6 +199,7 @@ def uninstrument_httpx() -> None:
     wrapper (removing it would undo their instrumentation); our inner wrapper then
     passes requests through untouched because it checks that propagation is installed.
     """
+    _llm[0] = None
     while _installed:
         cls, original = _installed.pop()
         if getattr(cls.__dict__.get("send"), _MARK, None) is original:

@@ -148,11 +148,37 @@ def _b(name: str, tier: Tier, *keys: str) -> Boundary:
 
 _D, _V, _X = Tier.DEFAULT, Tier.VERBOSE, Tier.DEBUG
 
+#: The ``api`` of an LLM call (section 3, extension): the wire format it speaks.
+LLM_APIS: tuple[str, ...] = (
+    "chat.completions",
+    "responses",
+    "completions",
+    "embeddings",
+    "messages",
+    "generate_content",
+    "other",
+)
+LLM_SOURCES: tuple[str, ...] = ("http", "scope")
+#: error_type and request_id are cut to this many characters.
+LLM_TEXT_MAX_CHARS = 64
+
+#: LLM calls seen at the HTTP client (section 3, extension): keys of start and response.
+_LLM_CALL_KEYS = ("source", "api", "stream", "attempt")
+#: ... and of the response only.
+_LLM_RESPONSE_KEYS = (
+    "http_status",
+    "error_type",
+    "retry_after_ms",
+    "request_id",
+    "output_chars",
+    "chunks",
+)
+
 # Extension keys (section 3) are listed with their boundary: they are optional.
 _BUILTIN: tuple[Boundary, ...] = (
     _b("backend.request.ingress", _V, "method", "path", "content_length", "inbound_test_id_adopted"),
     _b("backend.agent.enter", _D, "agent_name", "model_id"),
-    _b("backend.llm.call.start", _V, "provider", "model", "prompt_token_count_estimate"),
+    _b("backend.llm.call.start", _V, "provider", "model", "prompt_token_count_estimate", *_LLM_CALL_KEYS),
     _b("backend.llm.call.heartbeat", _V, "elapsed_ms_since_start"),
     _b(
         "backend.llm.call.response",
@@ -166,11 +192,13 @@ _BUILTIN: tuple[Boundary, ...] = (
         "completion_tokens",
         "finish_reason",
         "ttft_ms",
+        *_LLM_CALL_KEYS,
+        *_LLM_RESPONSE_KEYS,
     ),
     _b("backend.sse.first_byte", _V, "delta_ms_from_ingress"),
     _b("backend.sse.event", _X, "event_type", "payload_size_bytes", "sequence_num"),
     _b("backend.sse.aborted", _D, "termination_kind", "bytes_before_abort"),
-    _b("backend.agent.exit", _D, "terminal_outcome", "total_duration_ms"),
+    _b("backend.agent.exit", _D, "terminal_outcome", "total_duration_ms", "error_class"),
     _b("backend.response.complete", _D, "http_status", "content_length", "total_duration_ms", "sse_event_count"),
     _b("backend.error.caught", _D, "exception_type", "message_scrubbed", "stack_brief", "truncated"),
     _b("probe.start", _V, "url", "viewport"),
@@ -214,6 +242,18 @@ ACCOUNTING: tuple[Boundary, ...] = tuple(
 
 #: The built-in catalog, read-only. Custom boundaries live in ``registry`` too.
 CATALOG: Mapping[str, Boundary] = MappingProxyType({b.name: b for b in _BUILTIN + ACCOUNTING})
+
+#: Tier promotion (section 3, extension): these boundaries are written at the default
+#: tier too when their outcome is a failure (failures are rare and are the evidence).
+PROMOTED_ON_FAILURE: frozenset[str] = frozenset({"backend.llm.call.response"})
+
+
+def written_at(boundary: Boundary, outcome: str | None) -> Tier:
+    """The lowest tier at which an envelope of ``boundary`` with ``outcome`` is written."""
+    if outcome in FAILURE_OUTCOMES and boundary.name in PROMOTED_ON_FAILURE:
+        return Tier.DEFAULT
+    return boundary.tier
+
 
 BACKEND_TERMINALS: tuple[str, ...] = (
     "backend.response.complete",

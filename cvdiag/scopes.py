@@ -8,6 +8,7 @@ envelopes still share one test id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 import time
@@ -20,6 +21,15 @@ from .heartbeat import scheduler
 from .schema import Tier
 
 _CANCELLED = (asyncio.CancelledError, GeneratorExit)
+
+#: The ``LLMCall`` of the innermost open ``llm_call``: an HTTP exchange recognised as an
+#: LLM call inside it enriches it instead of writing a call of its own.
+_open_call: contextvars.ContextVar[LLMCall | None] = contextvars.ContextVar("cvdiag_llm_call", default=None)
+
+
+def current_llm_call() -> LLMCall | None:
+    """The handle of the innermost open ``llm_call`` in this context, or None."""
+    return _open_call.get()
 
 
 class _Scope:
@@ -74,7 +84,11 @@ class agent_scope(_Scope):
             elapsed = elapsed_ms(self._start_ns)
             emit(
                 "backend.agent.exit",
-                {"terminal_outcome": terminal, "total_duration_ms": elapsed},
+                {
+                    "terminal_outcome": terminal,
+                    "total_duration_ms": elapsed,
+                    "error_class": type(exc).__name__ if terminal == "error" else None,
+                },
                 outcome="ok" if terminal == "ok" else "err",
                 duration_ms=elapsed,
             )
@@ -97,7 +111,7 @@ class LLMCall:
 
     def __init__(self, start_ns: int) -> None:
         self._start_ns = start_ns
-        self._fields: dict[str, Any] = {}
+        self._fields: dict[str, Any] = {"source": "scope"}
 
     def record(
         self,
@@ -122,6 +136,24 @@ class LLMCall:
         """Mark the first streamed token now (sets ttft_ms once)."""
         self._fields.setdefault("ttft_ms", elapsed_ms(self._start_ns))
 
+    def enrich(self, fields: dict[str, Any], first_output_ns: int | None) -> None:
+        """What an HTTP exchange inside this call saw (the last attempt's answer wins).
+
+        What the application recorded itself is kept; ttft counts from the call's start.
+        """
+        mine = self._fields
+        for key, value in fields.items():
+            if value is not None and key not in _SCOPE_OWN and (key not in _RECORDED or key not in mine):
+                mine[key] = value
+        if first_output_ns is not None and "ttft_ms" not in mine:
+            mine["ttft_ms"] = max(0, (first_output_ns - self._start_ns) // 1_000_000)
+
+
+#: Fields the scope itself decides: its own provider and model, timing and outcome.
+_SCOPE_OWN = frozenset({"provider", "model", "latency_ms", "error_class", "source"})
+#: Fields ``LLMCall.record`` sets: an application's own numbers win over the HTTP's.
+_RECORDED = frozenset({"response_token_count", "prompt_tokens", "completion_tokens", "finish_reason", "ttft_ms"})
+
 
 class llm_call(_Scope):
     """``async with llm_call("openai", "gpt-4o-mini") as call: ...; call.record(...)``.
@@ -132,7 +164,17 @@ class llm_call(_Scope):
     with ``CancelledError`` when cancelled, else ``ok``. No heartbeat follows it.
     """
 
-    __slots__ = ("_call", "_closed", "_lock", "_task", "heartbeat_s", "model", "prompt_estimate", "provider")
+    __slots__ = (
+        "_call",
+        "_call_token",
+        "_closed",
+        "_lock",
+        "_task",
+        "heartbeat_s",
+        "model",
+        "prompt_estimate",
+        "provider",
+    )
 
     def __init__(
         self,
@@ -148,6 +190,7 @@ class llm_call(_Scope):
         self.heartbeat_s = heartbeat_s
         self.prompt_estimate = prompt_token_count_estimate
         self._call: LLMCall | None = None
+        self._call_token: contextvars.Token[LLMCall | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -156,9 +199,15 @@ class llm_call(_Scope):
         self._open()
         self._closed = False
         self._call = LLMCall(self._start_ns)
+        self._call_token = _open_call.set(self._call)
         emit(
             "backend.llm.call.start",
-            {"provider": self.provider, "model": self.model, "prompt_token_count_estimate": self.prompt_estimate},
+            {
+                "provider": self.provider,
+                "model": self.model,
+                "prompt_token_count_estimate": self.prompt_estimate,
+                "source": "scope",
+            },
         )
         return self._call
 
@@ -177,6 +226,10 @@ class llm_call(_Scope):
     def _finish(self, exc: BaseException | None) -> None:
         with self._lock:  # after this no heartbeat can be written
             self._closed = True
+        if self._call_token is not None:
+            with contextlib.suppress(ValueError, RuntimeError):  # reset from another context
+                _open_call.reset(self._call_token)
+            self._call_token = None
         try:
             latency = elapsed_ms(self._start_ns)
             if exc is None:

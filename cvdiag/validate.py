@@ -15,6 +15,9 @@ from .schema import (
     EDGE_HEADERS,
     ENVELOPE_FIELDS,
     LAYERS,
+    LLM_APIS,
+    LLM_SOURCES,
+    LLM_TEXT_MAX_CHARS,
     OUTCOMES,
     SLUG_RE,
     SPAN_ID_RE,
@@ -134,4 +137,40 @@ def _boundary_problems(env: dict[str, Any]) -> list[str]:
     if known is None or known.metadata is None:
         return []  # a custom boundary: its metadata keys are the application's
     unknown = sorted(k for k in env["metadata"] if not known.allows(k))
-    return [f"metadata keys not in the catalog for {name}: {', '.join(unknown)}"] if unknown else []
+    out = [f"metadata keys not in the catalog for {name}: {', '.join(unknown)}"] if unknown else []
+    if name.startswith("backend.llm.call.") or name == "backend.agent.exit":
+        out.extend(_llm_problems(env["metadata"]))
+    return out
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _short_text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= LLM_TEXT_MAX_CHARS
+
+
+#: The optional keys of LLM calls seen at the HTTP client (section 3), when present and not null.
+_LLM_KEY_CHECKS: dict[str, tuple[Any, str]] = {
+    "source": (lambda v: v in LLM_SOURCES, f"one of {', '.join(LLM_SOURCES)}"),
+    "api": (lambda v: v in LLM_APIS, f"one of {', '.join(LLM_APIS)}"),
+    "stream": (lambda v: isinstance(v, bool), "a boolean"),
+    "attempt": (_count, "a count (int >= 0)"),
+    "http_status": (lambda v: _count(v) and 100 <= v <= 599, "an HTTP status (100-599)"),
+    "error_type": (_short_text, f"a string of at most {LLM_TEXT_MAX_CHARS} characters"),
+    "request_id": (_short_text, f"a string of at most {LLM_TEXT_MAX_CHARS} characters"),
+    "retry_after_ms": (_count, "a count (int >= 0)"),
+    "output_chars": (_count, "a count (int >= 0)"),
+    "chunks": (_count, "a count (int >= 0)"),
+    "error_class": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def _llm_problems(metadata: dict[str, Any]) -> list[str]:
+    out = []
+    for key, (check, what) in _LLM_KEY_CHECKS.items():
+        value = metadata.get(key)
+        if value is not None and not check(value):
+            out.append(f"metadata {key} is not {what}")
+    return out

@@ -1,5 +1,8 @@
 """A small agent backend instrumented with cvdiag: Starlette, the official ``openai``
-SDK, and the model's answer streamed to the client as server-sent events.
+SDK, and the model's answer streamed to the client as server-sent events. cvdiag's
+whole footprint: the middleware, ``instrument_httpx()`` and one ``agent_scope``; the LLM
+call is recorded at the HTTP client. The same with LangGraph, pydantic-ai, the OpenAI
+Agents SDK or the ``anthropic`` SDK: ``*_app.py`` beside this file.
 
 Run it against any OpenAI-compatible server (the e2e tests use aimock)::
 
@@ -33,10 +36,10 @@ import cvdiag
 MODEL = os.environ.get("EXAMPLE_MODEL", "gpt-4o-mini")
 HEARTBEAT_S = float(os.environ.get("EXAMPLE_HEARTBEAT_S", "10"))
 
-# Before the SDK client exists (though a client built earlier would be covered too):
-# every request the SDK sends now carries x-test-id and the other allow-listed headers
-# of the request being handled, so the LLM mock's journal joins the backend's log.
-cvdiag.instrument_httpx()
+# The one line. Every request the SDK sends now carries x-test-id and the other
+# allow-listed headers of the request being handled (so the LLM mock's journal joins
+# the backend's log), and every LLM call it makes writes backend.llm.call.* lines.
+cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)
 
 client = openai.AsyncOpenAI(
     base_url=os.environ["OPENAI_BASE_URL"],
@@ -51,36 +54,29 @@ def _sse(data: dict[str, object], event: str | None = None) -> str:
 
 
 async def _answer(message: str) -> AsyncIterator[str]:
-    """The agent: one streamed LLM call, each delta forwarded as an SSE event."""
+    """The agent: one streamed LLM call, each delta forwarded as an SSE event. No
+    ``llm_call`` here: ``instrument_httpx()`` records the call (start, heartbeats,
+    response with status, attempts, time to first token, tokens and finish reason)."""
     async with cvdiag.agent_scope("example-agent", model_id=MODEL):
-        async with cvdiag.llm_call("openai", MODEL, heartbeat_s=HEARTBEAT_S) as call:
-            stream = await client.chat.completions.create(
-                model=MODEL,
-                messages=[{"role": "user", "content": message}],
-                stream=True,
-                stream_options={"include_usage": True},
-            )
-            finish_reason = None
-            try:
-                async for chunk in stream:
-                    if chunk.usage is not None:
-                        call.record(
-                            chunk.usage.completion_tokens,
-                            prompt_tokens=chunk.usage.prompt_tokens,
-                            completion_tokens=chunk.usage.completion_tokens,
-                        )
-                    for choice in chunk.choices:
-                        finish_reason = choice.finish_reason or finish_reason
-                        if choice.delta.content:
-                            call.first_token()
-                            yield _sse({"delta": choice.delta.content})
-            finally:
-                # When the client hangs up, Starlette cancels this generator through an
-                # anyio cancel scope, which would cancel the close too; shield it so the
-                # connection to the provider is released now, not when it is collected.
-                with anyio.CancelScope(shield=True):
-                    await stream.close()
-            call.record(finish_reason=finish_reason)
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": message}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        finish_reason = None
+        try:
+            async for chunk in stream:
+                for choice in chunk.choices:
+                    finish_reason = choice.finish_reason or finish_reason
+                    if choice.delta.content:
+                        yield _sse({"delta": choice.delta.content})
+        finally:
+            # When the client hangs up, Starlette cancels this generator through an
+            # anyio cancel scope, which would cancel the close too; shield it so the
+            # connection to the provider is released now, not when it is collected.
+            with anyio.CancelScope(shield=True):
+                await stream.close()
         yield _sse({"finish_reason": finish_reason}, event="done")
 
 

@@ -83,7 +83,12 @@ def test_llm_call_records_tokens_and_latency():
         call.first_token()
         call.record(42, prompt_tokens=12, completion_tokens=42, finish_reason="stop")
     start, response = cap.events()
-    assert start["metadata"] == {"provider": "openai", "model": "gpt-4o-mini", "prompt_token_count_estimate": 12}
+    assert start["metadata"] == {
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "prompt_token_count_estimate": 12,
+        "source": "scope",
+    }
     md = response["metadata"]
     assert response["outcome"] == "ok" and md["error_class"] is None
     assert (md["response_token_count"], md["prompt_tokens"], md["completion_tokens"], md["finish_reason"]) == (

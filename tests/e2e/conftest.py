@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,9 +132,10 @@ class ExampleServer:
         return [line for line in self.log.read_text(errors="replace").splitlines() if line.startswith("CVDIAG {")]
 
 
-@pytest.fixture(scope="session")
-def example_server(aimock: Aimock, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
-    workdir = tmp_path_factory.mktemp("example")
+@contextmanager
+def serve_app(app: str, env: dict[str, str], workdir: Path, config: pytest.Config) -> Iterator[ExampleServer]:
+    """Run ``app`` (``module:attribute``) under real uvicorn with cvdiag on at the
+    verbose tier and ``env`` added; its stdout is the log the tests read."""
     log, err = workdir / "server.log", workdir / "server.err"
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -145,16 +147,14 @@ def example_server(aimock: Aimock, tmp_path_factory: pytest.TempPathFactory, req
         "CVDIAG_ENABLED": "1",
         "CVDIAG_TIER": "verbose",
         "CVDIAG_ENV": "test",
-        "OPENAI_BASE_URL": f"{aimock.url}/v1",
-        "OPENAI_API_KEY": "sk-test-e2e-placeholder",
-        "EXAMPLE_HEARTBEAT_S": HEARTBEAT_S,
         "PYTHONUNBUFFERED": "1",
+        **env,
     }
     with log.open("wb") as out, err.open("wb") as errors:
         # The socket is bound here and handed over (--fd), so the port is known and
         # nobody can take it between choosing and binding.
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "examples.app:app", "--fd", str(sock.fileno()), "--no-access-log"],
+            [sys.executable, "-m", "uvicorn", app, "--fd", str(sock.fileno()), "--no-access-log"],
             stdout=out,
             stderr=errors,
             cwd=REPO,
@@ -162,13 +162,24 @@ def example_server(aimock: Aimock, tmp_path_factory: pytest.TempPathFactory, req
             pass_fds=(sock.fileno(),),
         )
     sock.close()
-    add_log(request.config, log)  # failure reports read the server's log, like --cvdiag-log
+    add_log(config, log)  # failure reports read the server's log, like --cvdiag-log
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_ready(f"{url}/health", proc, "the example app", err)
+        _wait_ready(f"{url}/health", proc, app, err)
         yield ExampleServer(url, log)
     finally:
         _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def example_server(aimock: Aimock, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
+    env = {
+        "OPENAI_BASE_URL": f"{aimock.url}/v1",
+        "OPENAI_API_KEY": "sk-test-e2e-placeholder",
+        "EXAMPLE_HEARTBEAT_S": HEARTBEAT_S,
+    }
+    with serve_app("examples.app:app", env, tmp_path_factory.mktemp("example"), request.config) as server:
+        yield server
 
 
 def _cvdiag_cli(*args: str) -> subprocess.CompletedProcess[str]:

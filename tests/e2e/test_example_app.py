@@ -67,7 +67,8 @@ def test_happy_stream_carries_the_id_to_aimock_and_into_the_log(
 
     example_server.envelopes(cvdiag_test_id)
     events = timeline(cvdiag_cli, example_server, cvdiag_test_id)
-    assert [e["boundary"] for e in events] == [
+    # heartbeats (every 0.2 s here) may fall anywhere in a call that a loaded machine slows
+    assert [e["boundary"] for e in events if e["boundary"] != "backend.llm.call.heartbeat"] == [
         "backend.request.ingress",
         "backend.agent.enter",
         "backend.llm.call.start",
@@ -79,6 +80,7 @@ def test_happy_stream_carries_the_id_to_aimock_and_into_the_log(
     assert {e["slug"] for e in events} == {"example"}
     (llm,) = by_boundary(events, "backend.llm.call.response")
     assert llm["outcome"] == "ok"
+    assert llm["metadata"]["source"] == "http"  # the app has no llm_call: recorded at the HTTP client
     assert llm["metadata"]["finish_reason"] == "stop"
     assert llm["metadata"]["completion_tokens"] > 0
     assert llm["metadata"]["ttft_ms"] is not None
@@ -94,10 +96,11 @@ def test_provider_500_is_an_llm_error(client, example_server, aimock, cvdiag_tes
     assert [c["response"]["status"] for c in aimock.journal(cvdiag_test_id)] == [500]
     events = example_server.envelopes(cvdiag_test_id)
     (llm,) = by_boundary(events, "backend.llm.call.response")
-    assert (llm["outcome"], llm["metadata"]["error_class"]) == ("err", "InternalServerError")
+    assert llm["outcome"] == "err"
+    assert (llm["metadata"]["source"], llm["metadata"]["http_status"], llm["metadata"]["attempt"]) == ("http", 500, 0)
     verdict = diagnose(cvdiag_cli, example_server, cvdiag_test_id)
     assert verdict["class"] == "llm-error"
-    assert "InternalServerError" in verdict["reason"]
+    assert "500" in verdict["reason"]
 
 
 def test_relayed_provider_429_is_an_llm_error_not_the_edge(
@@ -114,9 +117,11 @@ def test_relayed_provider_429_is_an_llm_error_not_the_edge(
     (complete,) = by_boundary(events, "backend.response.complete")
     assert complete["metadata"]["http_status"] == 429
     assert complete["edge_headers"]["retry-after"] == "1"  # the app relays it; no cf-ray, no via
+    (llm,) = by_boundary(events, "backend.llm.call.response")
+    assert (llm["outcome"], llm["metadata"]["http_status"], llm["metadata"]["retry_after_ms"]) == ("err", 429, 1000)
     verdict = diagnose(cvdiag_cli, example_server, cvdiag_test_id)
     assert verdict["class"] == "llm-error"
-    assert "RateLimitError" in verdict["reason"]
+    assert "429" in verdict["reason"]
 
 
 def test_provider_cutting_the_stream_is_an_llm_error_and_a_broken_stream(

@@ -1,0 +1,60 @@
+"""LangGraph + langchain-openai behind cvdiag, with no LLM code of cvdiag's in the app.
+
+A two-node graph (the model, and a tool node), its answer streamed token by token as
+server-sent events (see ``agent_sse``). Every call the model node makes is recorded
+at the HTTP client by ``cvdiag.instrument_httpx()``.
+
+    CVDIAG_ENABLED=1 CVDIAG_TIER=verbose OPENAI_BASE_URL=http://127.0.0.1:4010/v1 OPENAI_API_KEY=mock \\
+        uvicorn examples.langgraph_app:app --port 8000
+
+Settings: the SDK's own environment variables, and ``agent_sse``'s (``EXAMPLE_*``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+
+from langchain_core.messages import AIMessageChunk, HumanMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+import cvdiag
+from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, agent_app
+from examples.tools import lookup_order
+
+cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
+
+tools = [tool(lookup_order)]
+llm = ChatOpenAI(
+    model=MODEL,
+    base_url=os.environ.get("OPENAI_BASE_URL"),
+    max_retries=MAX_RETRIES,
+    stream_usage=True,
+).bind_tools(tools)
+
+
+async def call_model(state: MessagesState) -> dict:
+    return {"messages": [await llm.ainvoke(state["messages"])]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("model", call_model)
+builder.add_node("tools", ToolNode(tools))  # a tool that raises fails the run
+builder.add_edge(START, "model")
+builder.add_conditional_edges("model", tools_condition)
+builder.add_edge("tools", "model")
+graph = builder.compile()
+
+
+async def answer(message: str) -> AsyncIterator[str]:
+    inputs = {"messages": [HumanMessage(message)]}
+    async for chunk, meta in graph.astream(inputs, stream_mode="messages"):
+        from_model = isinstance(chunk, AIMessageChunk) and meta.get("langgraph_node") == "model"
+        if from_model and isinstance(chunk.content, str):
+            yield chunk.content
+
+
+app = agent_app("langgraph", "langgraph-agent", MODEL, answer)

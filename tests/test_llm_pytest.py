@@ -1,0 +1,35 @@
+"""Under the pytest plugin, LLM calls are recognised with no code: a test's failure
+report names the provider's failure."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+
+def test_failure_report_names_the_llm_calls_a_test_made(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import httpx2
+
+        ERROR = b'{"error": {"message": "down", "type": "server_error", "code": null}}'
+
+        def provider(request):
+            return httpx2.Response(500, content=ERROR, headers={"content-type": "application/json"})
+
+        def test_agent_answers(cvdiag_events):
+            client = httpx2.Client(transport=httpx2.MockTransport(provider))
+            for _ in range(2):
+                client.post("https://api.openai.com/v1/chat/completions", json={"model": "gpt-4o-mini"})
+            calls = [e for e in cvdiag_events() if e["boundary"] == "backend.llm.call.response"]
+            assert [(c["metadata"]["provider"], c["metadata"]["attempt"]) for c in calls] == [
+                ("openai", 0),
+                ("openai", 1),
+            ]
+            assert False, "the agent gave no answer"
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*llm-error*openai/gpt-4o-mini failed: 2 attempts, all HTTP 500 (server_error)*"])
