@@ -19,7 +19,7 @@ import orjson
 
 from . import correlate, reader
 from .reader import BREADCRUMB, ENVELOPE, MALFORMED, InputError, Source, Tally
-from .render import DIM, FAIL, OK, WARN, Out, Progress, ms, offset
+from .render import DIM, FAIL, OK, WARN, Column, Out, Progress, ms, offset
 from .schema import FAILURE_OUTCOMES, parse_ts
 
 OK_EXIT, NOTHING_EXIT, USAGE_EXIT = 0, 1, 2
@@ -114,6 +114,12 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--all", action="store_true", help="every test in the inputs")
     slow(sp)
     sp.add_argument("args", nargs="*", metavar="TEST_ID|PATH", help="TEST_ID then PATHs, or only PATHs with --all")
+
+    sp = command("compare", "two tests side by side: events aligned by boundary, the first divergence")
+    sp.add_argument("a", metavar="A", help="a test id or unique prefix (typically a passing run)")
+    sp.add_argument("b", metavar="B", help="another test id or unique prefix (typically the failing run)")
+    slow(sp)
+    paths(sp)
 
     sub.add_parser("demo", help="run a bundled example app and show its diagnosis", add_help=False)
     return p
@@ -499,6 +505,68 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return OK_EXIT
 
 
+# -- compare --------------------------------------------------------------------------
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+
+    sources = _sources(args.paths, spool_stdin=True)  # read once per test
+    found = []
+    for wanted in (args.a, args.b):
+        if not wanted.strip():
+            raise UsageError("a TEST_ID is empty")
+        tl = correlate.timeline(sources, wanted.strip())
+        if tl.test_id is None:
+            return _unknown_id(tl, wanted, sources)
+        found.append(tl)
+    _note(found[0].tally)
+    a, b = found
+    result = compare(a.envelopes, b.envelopes, a_id=a.test_id, b_id=b.test_id)
+    verdicts = [correlate.diagnose_timeline(tl, args.slow_s) for tl in found]
+    if args.json:
+        doc = result.to_json()
+        for side, d in zip(("a", "b"), verdicts, strict=True):
+            doc[side]["diagnosis"] = d.to_json() if d is not None else None
+        _json_out(doc)
+        return OK_EXIT
+    _compare_out(Out(), result, verdicts)
+    return OK_EXIT
+
+
+def _compare_out(out: Out, result: Any, verdicts: list[Any]) -> None:
+    for name, tid, d, total in (
+        ("A", result.a_id, verdicts[0], result.a_duration_ms),
+        ("B", result.b_id, verdicts[1], result.b_duration_ms),
+    ):
+        cls = d.cls if d is not None else "-"
+        out.line(f"{name} {tid}  {cls}  {ms(total)}", "bold" if cls == "ok" else FAIL)
+    first = result.divergence_index
+    if first is None:
+        out.line("no divergence: same boundaries, outcomes and timing", OK)
+    else:
+        out.prose(f"first divergence: {result.divergence}", FAIL)
+    columns = [
+        Column("", keep=True),
+        Column("boundary", keep=True),
+        Column("A t", right=True, rank=4),
+        Column("A", rank=1),
+        Column("A dur", right=True, rank=2),
+        Column("B t", right=True, rank=4),
+        Column("B", rank=1),
+        Column("B dur", right=True, rank=2),
+        Column("difference", rank=3, min_width=12),
+    ]
+    rows, styles = [], []
+    for i, step in enumerate(result.steps):
+        cells: list[Any] = [">" if i == first else "*" if step.differences else "", step.boundary]
+        for side in (step.a, step.b):
+            cells += [offset(side.offset_s), side.outcome_text, ms(side.duration_ms)] if side else ["", "-", ""]
+        rows.append([*cells, "; ".join(step.differences)])
+        styles.append(FAIL if i == first else WARN if step.differences and not step.minor else None)
+    out.table(columns, rows, styles)
+
+
 def cmd_demo(argv: list[str]) -> int:
     try:
         from .demo import main as demo_main  # type: ignore[attr-defined]
@@ -515,6 +583,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "stats": cmd_stats,
     "validate": cmd_validate,
     "diagnose": cmd_diagnose,
+    "compare": cmd_compare,
 }
 
 

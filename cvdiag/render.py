@@ -7,8 +7,10 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 #: Style names per cell meaning; rich understands them, plain output ignores them.
@@ -16,6 +18,91 @@ FAIL = "bold red"
 WARN = "yellow"
 DIM = "dim"
 OK = "green"
+
+
+# C0 controls (tab and newline too: a cell is one line), DEL and C1 controls. A log line
+# can carry any of them, and raw they move the cursor, retitle the window or ring.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character shown as ``\\xNN``, so log content can
+    never drive the terminal (ESC sequences, BEL, CR overwriting a line)."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A table column and how it gives way when the terminal is narrow."""
+
+    name: str
+    #: Right-aligned (numbers).
+    right: bool = False
+    #: Usefulness: when not every column fits, lower ranks are kept first.
+    rank: int = 0
+    #: Never dropped, however narrow (the column that says which row is which).
+    keep: bool = False
+    #: The width it may shrink to (None: never shrinks).
+    min_width: int | None = None
+    #: Shrinks by cutting the middle (ids: the start identifies, the end tells apart).
+    middle: bool = False
+
+
+def cut(text: str, width: int, *, middle: bool = False) -> str:
+    """``text`` in at most ``width`` characters, ``…`` marking what was left out."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return text[:width]
+    if middle and width >= 9:
+        return text[: width - 5] + "…" + text[-4:]
+    return text[: width - 1] + "…"
+
+
+def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | None, sep: int) -> list[int | None]:
+    """Each column's width, or None for a column dropped to fit ``width`` characters.
+
+    Columns are kept by usefulness at their smallest width, then widened (most useful
+    first) with what is left; ``width`` None keeps every column at its natural width.
+    """
+    natural = [len(c.name) for c in columns]
+    for row in cells:
+        for i, v in enumerate(row):
+            natural[i] = max(natural[i], len(v))
+    if width is None or sum(natural) + sep * (len(columns) - 1) <= width:
+        return list(natural)
+    smallest = [n if c.min_width is None else min(n, c.min_width) for c, n in zip(columns, natural, strict=True)]
+    order = sorted(range(len(columns)), key=lambda i: (not columns[i].keep, columns[i].rank, i))
+    widths: list[int | None] = [None] * len(columns)
+    used = -sep
+    for i in order:
+        if columns[i].keep or used + sep + smallest[i] <= width:
+            widths[i] = smallest[i]
+            used += sep + smallest[i]
+    spare = width - used
+    for i in order:
+        w = widths[i]
+        if w is not None and spare > 0:
+            grow = min(natural[i] - w, spare)
+            widths[i] = w + grow
+            spare -= grow
+    return widths
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """``COLUMNS`` when set, else the terminal's width; None for a pipe (no limit)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def use_color(stream: TextIO) -> bool:
@@ -29,21 +116,27 @@ def use_color(stream: TextIO) -> bool:
 
 
 class Out:
-    """Where human output goes, and whether it may be coloured."""
+    """Where human output goes, and whether it may be coloured.
+
+    Every text it prints goes through ``printable`` and reaches rich as ``Text``, never
+    as markup: log content is shown, not obeyed.
+    """
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self.color = use_color(self.stream)
+        self.width = terminal_width(self.stream)
         self._console: Any = None
 
     def console(self) -> Any:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
+            self._console = Console(file=self.stream, highlight=False, soft_wrap=True, width=self.width)
         return self._console
 
     def line(self, text: str = "", style: str | None = None) -> None:
+        text = printable(text)
         if self.color and style:
             from rich.text import Text
 
@@ -51,35 +144,69 @@ class Out:
         else:
             self.stream.write(text + "\n")
 
+    def prose(self, text: str, style: str | None = None, indent: str = "") -> None:
+        """A sentence, wrapped at the terminal's width (a table row is cut instead)."""
+        if self.width is None or len(indent) + len(text) <= self.width:
+            self.line(indent + text, style)
+            return
+        import textwrap
+
+        for part in textwrap.wrap(printable(text), max(20, self.width - len(indent))):
+            self.line(indent + part, style)
+
     def table(
         self,
-        columns: Sequence[str],
+        columns: Sequence[str | Column],
         rows: Sequence[Sequence[Any]],
         styles: Sequence[str | None] | None = None,
         title: str | None = None,
     ) -> None:
-        """One row per item; ``styles[i]`` colours row i on a terminal."""
-        cells = [["" if v is None else str(v) for v in row] for row in rows]
+        """One row per item; ``styles[i]`` colours row i on a terminal. On a narrow
+        terminal, columns are dropped and shrunk as their ``Column`` says: never wrapped."""
+        cols = [c if isinstance(c, Column) else Column(c, rank=i, keep=True) for i, c in enumerate(columns)]
+        cells = [["" if v is None else printable(str(v)) for v in row] for row in rows]
+        sep = 3 if self.color else 2
+        widths = fit(cols, cells, self.width, sep)
+        shown = [i for i, w in enumerate(widths) if w is not None]
+        header = [cut(cols[i].name, widths[i] or 0) for i in shown]
+        body = [[cut(row[i], widths[i] or 0, middle=cols[i].middle) for i in shown] for row in cells]
         if self.color:
-            from rich.table import Table
-
-            table = Table(title=title, show_edge=False, header_style="bold")
-            for c in columns:
-                table.add_column(c, overflow="fold")
-            for i, row in enumerate(cells):
-                table.add_row(*row, style=styles[i] if styles else None)
-            self.console().print(table)
+            self._rich_table([cols[i] for i in shown], [widths[i] or 0 for i in shown], header, body, styles, title)
             return
         if title:
-            self.stream.write(title + "\n")
-        widths = [len(c) for c in columns]
-        for row in cells:
-            for i, v in enumerate(row):
-                widths[i] = max(widths[i], len(v))
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        self.stream.write(fmt.format(*columns).rstrip() + "\n")
-        for row in cells:
-            self.stream.write(fmt.format(*row).rstrip() + "\n")
+            self.stream.write(printable(title) + "\n")
+        for row in [header, *body]:
+            text = "  ".join(
+                v.rjust(widths[i] or 0) if cols[i].right else v.ljust(widths[i] or 0)
+                for i, v in zip(shown, row, strict=True)
+            )
+            self.stream.write(text.rstrip() + "\n")
+
+    def _rich_table(
+        self,
+        cols: list[Column],
+        widths: list[int],
+        header: list[str],
+        body: list[list[str]],
+        styles: Sequence[str | None] | None,
+        title: str | None,
+    ) -> None:
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(
+            title=Text(printable(title)) if title else None,
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            header_style="bold",
+        )
+        for col, w, name in zip(cols, widths, header, strict=True):
+            table.add_column(Text(name), width=w, no_wrap=True, justify="right" if col.right else "left")
+        for i, row in enumerate(body):
+            table.add_row(*(Text(v) for v in row), style=styles[i] if styles else None)
+        self.console().print(table)
 
 
 class Progress:
