@@ -110,6 +110,14 @@ def _parser() -> argparse.ArgumentParser:
     sp = command("validate", "check every envelope strictly against schema v1")
     paths(sp)
 
+    sp = command("report", "one self-contained HTML file: every test, and a waterfall per failed test")
+    sp.add_argument("-o", "--output", default="cvdiag-report.html", metavar="FILE", help="where to write it")
+    sp.add_argument("--all", action="store_true", help="a waterfall for every test, not only failed and flagged ones")
+    sp.add_argument("--title", default="cvdiag report", help="the page title")
+    slow(sp)
+    sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
+    paths(sp)
+
     sp = command("diagnose", "name the root cause of a test's failure")
     sp.add_argument("--all", action="store_true", help="every test in the inputs")
     slow(sp)
@@ -567,6 +575,34 @@ def _compare_out(out: Out, result: Any, verdicts: list[Any]) -> None:
     out.table(columns, rows, styles)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from . import report, report_data
+
+    sources = _sources(args.paths, spool_stdin=True)  # read twice: tests, then events
+    progress = _progress(sources)
+    doc = report_data.build(sources, all_tests=args.all, slow_s=args.slow_s, jobs=max(1, args.jobs), progress=progress)
+    progress.close()
+    if doc["meta"]["note"]:
+        print(doc["meta"]["note"], file=sys.stderr)
+    rows = doc["rows"]
+    if not rows:
+        print("cvdiag: no tests found in the inputs; no report written", file=sys.stderr)
+        return NOTHING_EXIT
+    size = report.write(doc, args.output, args.title)
+    failed = sum(r[report_data.ROW_COLUMNS.index("failed")] for r in rows)
+    detailed = len(doc["details"])
+    summary = {"path": args.output, "tests": len(rows), "failed": failed, "detailed": detailed, "bytes": size}
+    if args.json:
+        _json_out(summary)
+    else:
+        Out().line(
+            f"wrote {args.output}: {len(rows)} tests, {failed} failed, {detailed} with a waterfall, "
+            f"{size / 1e6:.1f} MB",
+            OK,
+        )
+    return OK_EXIT
+
+
 def cmd_demo(argv: list[str]) -> int:
     try:
         from .demo import main as demo_main  # type: ignore[attr-defined]
@@ -583,6 +619,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "stats": cmd_stats,
     "validate": cmd_validate,
     "diagnose": cmd_diagnose,
+    "report": cmd_report,
     "compare": cmd_compare,
 }
 
