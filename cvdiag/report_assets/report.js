@@ -459,7 +459,7 @@
       return a + " \u00b7 " + dur + (why ? " \u00b7 " + why : "");
     }
     if (bar.row === "agent") return (start.agent_name || "agent") + " \u00b7 " + dur + (md.terminal_outcome && md.terminal_outcome !== "ok" ? " \u00b7 " + md.terminal_outcome : "");
-    if (b === "backend.sse.aborted") return "aborted " + (md.termination_kind || "") + " after " + (md.bytes_before_abort !== undefined ? md.bytes_before_abort + " B, " : "") + dur;
+    if (/\.aborted$/.test(b)) return "aborted " + (md.termination_kind || "") + " after " + (md.bytes_before_abort !== undefined ? md.bytes_before_abort + " B, " : "") + dur;
     if (b === "backend.error.caught") return "error " + (md.exception_type || "") + " \u00b7 " + dur;
     if (md.http_status !== undefined && md.http_status !== null) return "HTTP " + md.http_status + " \u00b7 " + dur;
     if (md.terminal_outcome) return md.terminal_outcome + " \u00b7 " + dur;
@@ -561,10 +561,10 @@
       var ry = rowY[b.layer + "/" + b.row];
       if (!ry) return;
       var by = ry.y + b.track * RH + 4, bx = x(b.t0), bw = Math.max(2, x(b.t1) - bx);
-      var g = sv("g", { class: "bar bar-" + b.row, "data-outcome": b.outcome });
+      var label = barLabel(b, evs);
+      var g = sv("g", { class: "bar bar-" + b.row, "data-outcome": b.outcome, "data-label": label });
       g.appendChild(sv("rect", { x: bx, y: by, width: bw, height: RH - 8, rx: 3, fill: barFill(b), opacity: b.outcome === "err" ? "1" : "0.55",
         stroke: b.open ? "var(--fg)" : b.outcome === "err" ? "var(--err)" : "none", "stroke-dasharray": b.open ? "4 3" : null }));
-      var label = barLabel(b, evs);
       var tx = bw > 120 ? bx + 6 : bx + bw + 6, anchor = "start";
       if (tx + label.length * 6 > W - 4) { tx = bx - 6; anchor = "end"; }
       g.appendChild(sv("text", { class: "bar-text", x: tx, y: by + 13, "text-anchor": anchor }, label));
@@ -657,7 +657,8 @@
       body.appendChild(tr);
     });
     body.addEventListener("keydown", function (e) {
-      var rows = body.querySelectorAll("tr[data-ev]"), at = selected === null ? -1 : selected;
+      var rows = body.querySelectorAll("tr[data-ev]"), here = e.target.closest && e.target.closest("tr[data-ev]");
+      var at = here ? +here.getAttribute("data-ev") : selected === null ? -1 : selected;
       if (e.key === "ArrowDown" || e.key === "ArrowUp") {
         e.preventDefault();
         var n = Math.min(rows.length - 1, Math.max(0, at + (e.key === "ArrowDown" ? 1 : -1)));
