@@ -43,6 +43,8 @@ _METADATA_TEXT_MAX = 120
 _INSTALLED = pytest.StashKey[bool]()
 _LOGS = pytest.StashKey[list[str]]()
 _STATE = pytest.StashKey["_TestState"]()
+_REPORT = pytest.StashKey["SessionReport"]()
+_REPORT_LINE = pytest.StashKey[str]()
 
 
 @dataclasses.dataclass(slots=True)
@@ -132,6 +134,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write probe.start and probe.exit envelopes per test so the harness shows on timelines",
     )
     group.addoption(
+        "--cvdiag-report",
+        metavar="PATH",
+        default=None,
+        help="write an HTML report of the session's tests (in-process envelopes and --cvdiag-log files) to PATH",
+    )
+    group.addoption(
         "--cvdiag-strict",
         action="store_true",
         default=False,
@@ -148,6 +156,22 @@ def pytest_configure(config: pytest.Config) -> None:
     # Remember whether this session installed propagation, so that a nested session
     # (pytester) or an application that instrumented itself is not undone by us.
     config.stash[_INSTALLED] = instrument_httpx()
+    if config.getoption("cvdiag_report"):
+        from .pytest_report import SessionReport
+
+        config.stash[_REPORT] = SessionReport(config.getoption("cvdiag_report"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    spool = session.config.stash.get(_REPORT, None)
+    if spool is not None:
+        session.config.stash[_REPORT_LINE] = spool.write(session.config.stash.get(_LOGS, []))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    line = config.stash.get(_REPORT_LINE, None)
+    if line is not None:
+        terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -240,6 +264,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
+        spool = item.config.stash.get(_REPORT, None)
+        if spool is not None and state.sink is not None:
+            try:
+                _emitter.flush()
+                spool.add(state.test_id, item.nodeid, state.failed, state.sink.lines)
+            except Exception:  # the report must never break the test run it describes
+                pass
         _end(state)
         del item.stash[_STATE]
 

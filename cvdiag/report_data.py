@@ -9,7 +9,7 @@ log. Read side only: no emit-side import, no HTML here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -130,10 +130,14 @@ def build(
     slow_s: float = 30.0,
     jobs: int = 1,
     labels: Mapping[str, str] | None = None,
+    failed: Collection[str] = (),
     progress: Any = None,
 ) -> dict[str, Any]:
     """The report's data for ``sources``: every test in the index, detail (events and
-    the diagnosis) for the failed or flagged ones, or for all with ``all_tests``."""
+    the diagnosis) for the failed or flagged ones, or for all with ``all_tests``.
+
+    ``labels`` names tests (pytest node ids); ``failed`` are ids a harness saw fail
+    whatever their envelopes say."""
     scan = correlate.scan_tests(
         list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True, progress=progress
     )
@@ -142,6 +146,8 @@ def build(
     slug_of: dict[str, str] = {}
     for row in scan.rows:
         slug_of[row["test_id"]] = row["slug"].split(",")[0]
+        if row["test_id"] in failed:
+            row["status"] = "fail"
         if _wanted(row, all_tests):
             detail[row["test_id"]] = _TestEvents(round(reader.ts_seconds(row["first_ts"]) * 1000))
     llm_ms: dict[str, float] = {}
