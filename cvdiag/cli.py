@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,7 @@ import orjson
 
 from . import correlate, reader
 from .reader import BREADCRUMB, ENVELOPE, MALFORMED, InputError, Source, Tally
-from .render import DIM, FAIL, OK, WARN, Column, Out, Progress, ms, offset
+from .render import DIM, FAIL, OK, WARN, Column, Out, Progress, ms, offset, one_utc_date, unique_prefixes
 from .schema import FAILURE_OUTCOMES, parse_ts
 
 OK_EXIT, NOTHING_EXIT, USAGE_EXIT = 0, 1, 2
@@ -204,22 +205,43 @@ def cmd_tests(args: argparse.Namespace) -> int:
     if not rows:
         out.line("no tests found" if not scan.rows else "no test matches the filters")
         return NOTHING_EXIT
-    columns = ["test_id", "slug", "layers", "events", "first_ts", "duration", "terminal", "status"]
+    prefixes = unique_prefixes([r["test_id"] for r in scan.rows])
+    _tests_table(out, rows, prefixes)
+    failed = sum(r["status"] == "fail" for r in rows)
+    date = one_utc_date([r["first_ts"] for r in rows])
+    out.line(f"{len(rows)} tests, {failed} failed" + (f", on {date} (UTC)" if date else ""), FAIL if failed else OK)
+    if failed:
+        first = next(r for r in rows if r["status"] == "fail")
+        hint = ["cvdiag", "timeline", prefixes[first["test_id"]], *args.paths]
+        out.line(f"next: {shlex.join(hint)}", DIM)
+    return OK_EXIT
+
+
+def _tests_table(out: Out, rows: list[dict[str, Any]], prefixes: dict[str, str]) -> None:
+    """The ``tests`` table: ids never wrapped (cut in the middle, past their unique
+    prefix), columns dropped by usefulness when the terminal is narrow."""
+    clock = one_utc_date([r["first_ts"] for r in rows]) is not None
+    id_width = max(len(prefixes[r["test_id"]]) for r in rows) + 5  # prefix, "…", 4 last characters
+    columns = [
+        Column("test_id", keep=True, min_width=id_width, middle=True),
+        Column("slug", rank=3, min_width=8),
+        Column("layers", rank=7),
+        Column("events", right=True, rank=6),
+        Column("start", rank=4),
+        Column("duration", right=True, keep=True, rank=2),
+        Column("terminal", rank=5),
+        Column("status", keep=True, rank=0),
+    ]
     with_class = "class" in rows[0]
     if with_class:
-        columns.append("class")
+        columns.append(Column("class", keep=True, rank=1))
     table = []
     for r in rows:
-        cells = [r["test_id"], r["slug"], ",".join(r["layers"]), r["events"], r["first_ts"], ms(r["duration_ms"])]
+        start = r["first_ts"][11:23] if clock else r["first_ts"]
+        cells = [r["test_id"], r["slug"], ",".join(r["layers"]), r["events"], start, ms(r["duration_ms"])]
         cells += [r["terminal"], r["status"]] + ([r["class"] or ""] if with_class else [])
         table.append(cells)
     out.table(columns, table, [FAIL if r["status"] == "fail" else None for r in rows])
-    failed = sum(r["status"] == "fail" for r in rows)
-    out.line(f"{len(rows)} tests, {failed} failed", FAIL if failed else OK)
-    if failed:
-        first = next(r for r in rows if r["status"] == "fail")
-        out.line(f"next: cvdiag timeline {first['test_id'][:13]} {' '.join(args.paths)}".rstrip(), DIM)
-    return OK_EXIT
 
 
 # -- timeline -------------------------------------------------------------------------
@@ -290,11 +312,21 @@ def _timeline_row(e: correlate.Entry, since: float) -> tuple[list[Any], str | No
     return [offset(since), "log", os.path.basename(e.source), "", "", text], DIM
 
 
+_TIMELINE_COLUMNS = [
+    Column("t", right=True, keep=True, rank=1),
+    Column("layer", rank=4),
+    Column("boundary", keep=True),
+    Column("outcome", keep=True, rank=0),
+    Column("duration", right=True, keep=True, rank=2),
+    Column("details", keep=True, rank=3, min_width=12),
+]
+
+
 def _verdict_lines(out: Out, d: Any) -> None:
     if d is None:
         return
     out.line(f"verdict: {d.cls} (confidence {d.confidence:.2f})", OK if d.cls == "ok" else FAIL)
-    out.line(f"  {d.reason}")
+    out.prose(d.reason, indent="  ")
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
@@ -315,9 +347,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         _verdict_lines(out, d)
         rows = list(_timeline_rows(tl.entries))
         if rows:
-            out.table(
-                ["t", "layer", "boundary", "outcome", "duration", "details"], [r for r, _ in rows], [s for _, s in rows]
-            )
+            out.table(_TIMELINE_COLUMNS, [r for r, _ in rows], [s for _, s in rows])
     if args.follow:
         return _follow(
             sources, lambda env: env["test_id"].startswith(tl.test_id or args.test_id), raw=False, as_json=args.json
@@ -558,10 +588,10 @@ def _compare_out(out: Out, result: Any, verdicts: list[Any]) -> None:
         Column("", keep=True),
         Column("boundary", keep=True),
         Column("A t", right=True, rank=4),
-        Column("A", rank=1),
+        Column("A", keep=True, rank=1),
         Column("A dur", right=True, rank=2),
         Column("B t", right=True, rank=4),
-        Column("B", rank=1),
+        Column("B", keep=True, rank=1),
         Column("B dur", right=True, rank=2),
         Column("difference", rank=3, min_width=12),
     ]

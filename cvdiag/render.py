@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sys
@@ -42,7 +43,7 @@ class Column:
     right: bool = False
     #: Usefulness: when not every column fits, lower ranks are kept first.
     rank: int = 0
-    #: Never dropped, however narrow (the column that says which row is which).
+    #: Always shown, however narrow (the columns a row means nothing without).
     keep: bool = False
     #: The width it may shrink to (None: never shrinks).
     min_width: int | None = None
@@ -64,8 +65,10 @@ def cut(text: str, width: int, *, middle: bool = False) -> str:
 def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | None, sep: int) -> list[int | None]:
     """Each column's width, or None for a column dropped to fit ``width`` characters.
 
-    Columns are kept by usefulness at their smallest width, then widened (most useful
-    first) with what is left; ``width`` None keeps every column at its natural width.
+    ``keep`` columns are always shown, shrunk if even they do not fit; the others are
+    added by usefulness while they fit whole (or, if they may shrink, at their smallest
+    width); what is left widens shrunk columns, most useful first. ``width`` None keeps
+    every column at its natural width.
     """
     natural = [len(c.name) for c in columns]
     for row in cells:
@@ -76,11 +79,21 @@ def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | 
     smallest = [n if c.min_width is None else min(n, c.min_width) for c, n in zip(columns, natural, strict=True)]
     order = sorted(range(len(columns)), key=lambda i: (not columns[i].keep, columns[i].rank, i))
     widths: list[int | None] = [None] * len(columns)
-    used = -sep
+    kept = [i for i in order if columns[i].keep]
+    whole = sum(natural[i] for i in kept) + sep * (len(kept) - 1)
+    for i in kept:
+        widths[i] = natural[i] if whole <= width else smallest[i]
+    used = sum(w for w in widths if w is not None) + sep * (len(kept) - 1)
     for i in order:
-        if columns[i].keep or used + sep + smallest[i] <= width:
+        if columns[i].keep or whole > width:
+            continue
+        if used + sep + natural[i] <= width:
+            widths[i] = natural[i]
+        elif used + sep + smallest[i] <= width and smallest[i] < natural[i]:
             widths[i] = smallest[i]
-            used += sep + smallest[i]
+        else:
+            continue
+        used += sep + (widths[i] or 0)
     spare = width - used
     for i in order:
         w = widths[i]
@@ -89,6 +102,31 @@ def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | 
             widths[i] = w + grow
             spare -= grow
     return widths
+
+
+def unique_prefixes(ids: Sequence[str], shortest: int = 8) -> dict[str, str]:
+    """Each id's shortest prefix (at least ``shortest`` characters) that no other id
+    starts with, so a command given it finds exactly that test. Ids minted in the same
+    millisecond share 13 or more characters, so a fixed length is not enough."""
+    ordered = sorted(set(ids))
+    need = dict.fromkeys(ordered, shortest)
+    for left, right in itertools.pairwise(ordered):
+        common = next(
+            (k for k, (x, y) in enumerate(zip(left, right, strict=False)) if x != y), min(len(left), len(right))
+        )
+        need[left] = max(need[left], common + 1)
+        need[right] = max(need[right], common + 1)
+    # An id that is another's prefix is found whole (an exact id wins over prefixes).
+    return {i: i[:n] for i, n in need.items()}
+
+
+def one_utc_date(stamps: Sequence[str]) -> str | None:
+    """The date all these canonical stamps (``2026-11-21T10:00:00.000Z``) share, else
+    None: then a time of day (``stamp[11:23]``) says as much in half the width."""
+    if not all(len(s) == 24 and s[10] == "T" and s[23] == "Z" for s in stamps):
+        return None
+    dates = {s[:10] for s in stamps}
+    return dates.pop() if len(dates) == 1 else None
 
 
 def terminal_width(stream: TextIO) -> int | None:
@@ -206,7 +244,10 @@ class Out:
             table.add_column(Text(name), width=w, no_wrap=True, justify="right" if col.right else "left")
         for i, row in enumerate(body):
             table.add_row(*(Text(v) for v in row), style=styles[i] if styles else None)
-        self.console().print(table)
+        console = self.console()
+        # Columns that must stay whole may need more than the terminal: never let rich
+        # squeeze them (it would cut an id); the terminal wraps the line instead.
+        console.print(table, width=max(console.width, sum(widths) + 3 * (len(widths) - 1)))
 
 
 class Progress:
