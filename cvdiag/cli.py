@@ -20,7 +20,7 @@ import orjson
 
 from . import correlate, reader
 from .reader import BREADCRUMB, ENVELOPE, MALFORMED, InputError, Source, Tally
-from .render import DIM, FAIL, OK, WARN, Column, Out, Progress, ms, offset, one_utc_date, unique_prefixes
+from .render import DIM, FAIL, OK, WARN, Column, Out, Progress, ms, offset, one_utc_date, printable, unique_prefixes
 from .schema import FAILURE_OUTCOMES, parse_ts
 
 OK_EXIT, NOTHING_EXIT, USAGE_EXIT = 0, 1, 2
@@ -167,7 +167,12 @@ def _progress(sources: list[Source]) -> Progress:
 def _note(tally: Tally) -> None:
     note = tally.note()
     if note:
-        print(note, file=sys.stderr)
+        _say(note)
+
+
+def _say(text: str) -> None:
+    """A note or error on stderr; log content in it (file names, ids) is shown, not obeyed."""
+    print(printable(text), file=sys.stderr)
 
 
 def _json_out(value: Any) -> None:
@@ -260,11 +265,11 @@ def _resolve_timeline(test_id: str, paths: Sequence[str], with_logs: bool) -> tu
 def _unknown_id(tl: correlate.Timeline, test_id: str, sources: list[Source]) -> int:
     if len(tl.candidates) > 1:
         shown = ", ".join(tl.candidates[:5]) + (", ..." if len(tl.candidates) > 5 else "")
-        print(f"cvdiag: {test_id!r} matches {len(tl.candidates)} test ids: {shown}; give more of it", file=sys.stderr)
+        _say(f"cvdiag: {test_id!r} matches {len(tl.candidates)} test ids: {shown}; give more of it")
         return NOTHING_EXIT
     close = correlate.closest_ids(sources, test_id)
     hint = f"; closest: {', '.join(close)}" if close else "; the inputs hold no test ids"
-    print(f"cvdiag: no test id {test_id!r} in the inputs{hint}", file=sys.stderr)
+    _say(f"cvdiag: no test id {test_id!r} in the inputs{hint}")
     return NOTHING_EXIT
 
 
@@ -687,10 +692,10 @@ def _exit(run: Callable[[], int | None]) -> int:
     try:
         return int(run() or 0)
     except UsageError as exc:
-        print(f"cvdiag: {exc}", file=sys.stderr)
+        _say(f"cvdiag: {exc}")
         return USAGE_EXIT
     except InputError as exc:
-        print(f"cvdiag: {exc}", file=sys.stderr)
+        _say(f"cvdiag: {exc}")
         return NOTHING_EXIT
     except KeyboardInterrupt:
         return 130
@@ -698,14 +703,12 @@ def _exit(run: Callable[[], int | None]) -> int:
         _silence_stdout()
         return OK_EXIT
     except OSError as exc:
-        print(f"cvdiag: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        _say(f"cvdiag: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
         return NOTHING_EXIT
     except Exception as exc:  # a bug must still not print a traceback at the user
         if os.environ.get("CVDIAG_TRACEBACK"):
             raise
-        print(
-            f"cvdiag: internal error: {type(exc).__name__}: {exc} (set CVDIAG_TRACEBACK=1 for details)", file=sys.stderr
-        )
+        _say(f"cvdiag: internal error: {type(exc).__name__}: {exc} (set CVDIAG_TRACEBACK=1 for details)")
         return NOTHING_EXIT
 
 
