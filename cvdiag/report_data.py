@@ -185,7 +185,8 @@ def _document(
         facts = diag.get("evidence") or {}
         llm = llm_ms.get(tid)
         if (open_s := _number(facts.get("open_llm_call_s"))) is not None:
-            llm = (llm or 0.0) + open_s * 1000
+            # dated from the end of the whole log: within this test it ran at most its duration
+            llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
         held = detail.get(tid)
         index = -1
         if held is not None:

@@ -54,9 +54,9 @@
     start: function (r) { return r[C.start_ms]; }
   };
   var COLUMNS = [
-    ["status", "Status", "", "7%"], ["class", "Class", "", "14%"], ["test", "Test", "", "27%"], ["slug", "Slug", "", "10%"],
-    ["duration", "Duration", "num", "8%"], ["ttfb", "First byte", "num", "8%"], ["llm", "LLM time", "num", "8%"],
-    ["events", "Events", "num", "6%"], ["layers", "Layers", "", "12%"]
+    ["status", "Status", "", "7%"], ["class", "Class", "", "14%"], ["test", "Test", "", "25%"], ["slug", "Slug", "", "10%"],
+    ["duration", "Duration", "num", "9%"], ["ttfb", "First byte", "num", "9%"], ["llm", "LLM time", "num", "9%"],
+    ["events", "Events", "num", "7%"], ["layers", "Layers", "", "10%"]
   ];
 
   function matches(r) {
@@ -343,10 +343,9 @@
     main.appendChild(legend());
     main.appendChild(wf);
     if (d.more) main.appendChild(el("p", { class: "note" }, [d.more + " more events of this test are not embedded (a report keeps at most " + d.events.length + ")."]));
+    main.appendChild(el("div", { class: "envelope", id: "envelope", hidden: "" }));
     main.appendChild(el("h2", {}, ["Events"]));
-    var envBox = el("div", { class: "envelope", id: "envelope", hidden: "" });
-    main.appendChild(eventTable(r, d, envBox));
-    main.appendChild(envBox);
+    main.appendChild(eventTable(r, d));
     app.appendChild(main);
     drawWaterfall(wf, r, d);
     var onResize = debounce(function () { if (document.body.contains(wf)) drawWaterfall(wf, r, d); else window.removeEventListener("resize", onResize); }, 120);
@@ -565,9 +564,14 @@
       var g = sv("g", { class: "bar bar-" + b.row, "data-outcome": b.outcome, "data-label": label });
       g.appendChild(sv("rect", { x: bx, y: by, width: bw, height: RH - 8, rx: 3, fill: barFill(b), opacity: b.outcome === "err" ? "1" : "0.55",
         stroke: b.open ? "var(--fg)" : b.outcome === "err" ? "var(--err)" : "none", "stroke-dasharray": b.open ? "4 3" : null }));
-      var tx = bw > 120 ? bx + 6 : bx + bw + 6, anchor = "start";
-      if (tx + label.length * 6 > W - 4) { tx = bx - 6; anchor = "end"; }
-      g.appendChild(sv("text", { class: "bar-text", x: tx, y: by + 13, "text-anchor": anchor }, label));
+      // Inside a wide bar, else after it, cut short of the next bar on the same track.
+      var inside = bw > 120, tx = inside ? bx + 6 : bx + bw + 6, anchor = "start", room;
+      var next = all.filter(function (o) { return o !== b && o.layer === b.layer && o.row === b.row && o.track === b.track && o.t0 >= b.t1; })
+        .reduce(function (m, o) { return Math.min(m, x(o.t0)); }, W - 4);
+      room = inside ? bw - 12 : next - tx - 6;
+      if (!inside && room < 60 && bx - L > 80) { tx = bx - 6; anchor = "end"; room = bx - L - 10; }
+      var fit = Math.floor(room / 6.2), text = label.length > fit ? label.slice(0, Math.max(0, fit - 1)) + "\u2026" : label;
+      if (fit > 3) g.appendChild(sv("text", { class: "bar-text", x: tx, y: by + 13, "text-anchor": anchor }, text));
       g.appendChild(sv("title", {}, label));
       svg.appendChild(g);
       if (b.row === "llm" && b.end !== null) {
@@ -595,8 +599,9 @@
         if (b.indexOf("heartbeat") >= 0) m.setAttribute("stroke-width", "2");
       } else if (b === "backend.sse.first_byte" || b === "probe.dom.firsttoken") {
         svg.appendChild(sv("line", { class: "guide", x1: cx, x2: cx, y1: 24, y2: H - 4 }));
-        var near = cx > W - 90;
-        svg.appendChild(sv("text", { x: near ? cx - 4 : cx + 4, y: 32, "font-size": "10", "text-anchor": near ? "end" : "start" },
+        // first byte to the right of its guide, first token to the left: they are often close
+        var left = b === "probe.dom.firsttoken" ? cx > L + 70 : cx > W - 90;
+        svg.appendChild(sv("text", { x: left ? cx - 4 : cx + 4, y: 32, "font-size": "10", "text-anchor": left ? "end" : "start" },
           b === "backend.sse.first_byte" ? "first byte" : "first token"));
         m = sv("path", { d: "M" + (cx - 6) + " " + (cy - 7) + " L" + (cx + 6) + " " + (cy - 7) + " L" + cx + " " + (cy + 5) + " Z", fill: "var(--fg)" });
       } else if (outcome === "err") {
@@ -637,7 +642,7 @@
   }
 
   var selected = null, current = null, currentDetail = null;
-  function eventTable(r, d, envBox) {
+  function eventTable(r, d) {
     var table = el("table", { class: "events", id: "events", role: "grid", "aria-label": "events" });
     table.appendChild(el("thead", {}, [el("tr", {}, ["t", "layer", "boundary", "outcome", "duration", "metadata"].map(function (h) { return el("th", {}, [h]); }))]));
     var body = el("tbody");
@@ -678,8 +683,7 @@
     box.appendChild(el("b", {}, ["envelope " + (i + 1) + " of " + currentDetail.events.length + ": " + S[ev[E.boundary]]]));
     box.appendChild(el("pre", { id: "envelope-json" }, [JSON.stringify(envelopeOf(currentDetail, current, ev), null, 2)]));
     box.hidden = false;
-    var tr = document.querySelector('#events tr[data-ev="' + i + '"]');
-    if (tr && fromChart) tr.scrollIntoView({ block: "nearest" });
+    if (!fromChart) box.scrollIntoView({ block: "nearest" });
   }
   function markSelected(i) {
     Array.prototype.forEach.call(document.querySelectorAll(".sel"), function (n) { n.classList.remove("sel"); });
