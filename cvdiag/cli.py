@@ -115,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("-o", "--output", default="cvdiag-report.html", metavar="FILE", help="where to write it")
     sp.add_argument("--all", action="store_true", help="a waterfall for every test, not only failed and flagged ones")
     sp.add_argument("--title", default="cvdiag report", help="the page title")
+    sp.add_argument("--compare", nargs=2, metavar=("A", "B"), help="also show tests A and B side by side")
     slow(sp)
     sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
     paths(sp)
@@ -614,8 +615,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     from . import report, report_data
 
     sources = _sources(args.paths, spool_stdin=True)  # read twice: tests, then events
+    compared = None
+    if args.compare:
+        from .compare import compare
+
+        found = [correlate.timeline(sources, wanted.strip()) for wanted in args.compare]
+        for tl, wanted in zip(found, args.compare, strict=True):
+            if tl.test_id is None:
+                return _unknown_id(tl, wanted, sources)
+        compared = compare(found[0].envelopes, found[1].envelopes, a_id=found[0].test_id, b_id=found[1].test_id)
     progress = _progress(sources)
-    doc = report_data.build(sources, all_tests=args.all, slow_s=args.slow_s, jobs=max(1, args.jobs), progress=progress)
+    doc = report_data.build(
+        sources, all_tests=args.all, slow_s=args.slow_s, jobs=max(1, args.jobs), progress=progress,
+        compared=compared.to_json() if compared is not None else None,
+    )  # fmt: skip
     progress.close()
     if doc["meta"]["note"]:
         print(doc["meta"]["note"], file=sys.stderr)

@@ -131,13 +131,15 @@ def build(
     jobs: int = 1,
     labels: Mapping[str, str] | None = None,
     failed: Collection[str] = (),
+    compared: Mapping[str, Any] | None = None,
     progress: Any = None,
 ) -> dict[str, Any]:
     """The report's data for ``sources``: every test in the index, detail (events and
     the diagnosis) for the failed or flagged ones, or for all with ``all_tests``.
 
     ``labels`` names tests (pytest node ids); ``failed`` are ids a harness saw fail
-    whatever their envelopes say."""
+    whatever their envelopes say; ``compared`` is a ``compare`` result to show, whose
+    two tests get their waterfalls too."""
     scan = correlate.scan_tests(
         list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True, progress=progress
     )
@@ -148,7 +150,7 @@ def build(
         slug_of[row["test_id"]] = row["slug"].split(",")[0]
         if row["test_id"] in failed:
             row["status"] = "fail"
-        if _wanted(row, all_tests):
+        if _wanted(row, all_tests) or (compared and row["test_id"] in _compared_ids(compared)):
             detail[row["test_id"]] = _TestEvents(round(reader.ts_seconds(row["first_ts"]) * 1000))
     llm_ms: dict[str, float] = {}
     tally = Tally()  # the scan counted malformed lines already
@@ -169,7 +171,13 @@ def build(
             held.events.append(_encode(env, held.t0_ms, slug_of.get(tid, ""), strings))
         except (ValueError, TypeError):  # an envelope the reader let through but cannot be drawn
             held.more += 1
-    return _document(scan, strings, detail, llm_ms, labels or {}, all_tests, slow_s, [s.name for s in sources])
+    doc = _document(scan, strings, detail, llm_ms, labels or {}, all_tests, slow_s, [s.name for s in sources])
+    doc["compare"] = compared
+    return doc
+
+
+def _compared_ids(compared: Mapping[str, Any]) -> tuple[str, str]:
+    return compared["a"]["test_id"], compared["b"]["test_id"]
 
 
 def _document(

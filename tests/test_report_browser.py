@@ -198,3 +198,26 @@ def test_dark_mode_follows_the_system(chrome: Any, report: Path) -> None:
         seen.assert_clean()
     channels = [int(c) for c in bg[bg.index("(") + 1 : bg.index(")")].split(",")[:3]]
     assert max(channels) < 60, bg
+
+
+def test_compare_shows_two_runs_side_by_side_and_where_they_part(chrome: Any, tmp_path: Path) -> None:
+    envs = [*happy("pass-run-1"), *story("fail-run-2")]
+    log = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in envs])
+    out = tmp_path / "report.html"
+    assert run("report", log, "--compare", "pass-run-1", "fail-run-2", "-o", out).code == 0
+    expected = json.loads(run("compare", "pass-run-1", "fail-run-2", log, "--json").out)["first_divergence"]
+
+    with visit(chrome, out) as seen:
+        page = seen.page
+        assert page.text_content("#divergence") == f"▶ first divergence: {expected['reason']}"
+        diverged = page.eval_on_selector_all("#compare tbody tr", "rs => rs.map(r => r.className)")
+        assert diverged.index("diverge") == expected["index"]
+        page.click('#compare button[data-open="pass-run-1"]')  # a passing run: its waterfall is kept too
+        page.wait_for_selector('#detail[data-id="pass-run-1"] #waterfall svg')
+        seen.assert_clean()
+
+
+def test_compare_with_an_unknown_id_says_so(log: Path, tmp_path: Path) -> None:
+    result = run("report", log, "--compare", TID_OK, "no-such-test", "-o", tmp_path / "r.html")
+    assert result.code == 1
+    assert "no test id 'no-such-test'" in result.err

@@ -94,6 +94,7 @@
       ROWS.length + " tests, " + failed + " failed \u00b7 " + META.sources.join(", ") + " \u00b7 " + detailNote +
       (META.note ? " \u00b7 " + META.note : "")
     ]));
+    if (IDX.compare) main.appendChild(compareBox(IDX.compare));
     var top = el("div", { class: "top" });
     var chips = el("div", { class: "chips", role: "group", "aria-label": "tests per class" });
     Object.keys(counts).sort(function (a, b) { return counts[b] - counts[a] || (a < b ? -1 : 1); }).forEach(function (c) {
@@ -203,7 +204,7 @@
     else if (y + ROW_H > g.scrollTop + g.clientHeight) g.scrollTop = y + ROW_H - g.clientHeight;
     drawRows();
     var tr = view.body.querySelector('tr[data-i="' + state.sel + '"]');
-    if (tr) tr.focus();
+    if (tr) tr.focus({ preventScroll: true }); // the grid scrolls itself; the page stays put
   }
   function onGridKey(e) {
     var n = state.shown.length, page = Math.max(1, Math.floor(view.grid.clientHeight / ROW_H) - 1);
@@ -217,6 +218,33 @@
     }
   }
   function open(r) { location.hash = "test=" + encodeURIComponent(r[C.id]); }
+
+  // -- two tests side by side (cvdiag report --compare A B) -------------------------------
+  function compareBox(cmp) {
+    var box = el("section", { class: "compare", id: "compare", "aria-label": "comparison" });
+    box.appendChild(el("h2", {}, ["Compare"]));
+    [["A", cmp.a], ["B", cmp.b]].forEach(function (pair) {
+      var r = byId(pair[1].test_id), link = el("button", { type: "button", class: "mono", "data-open": pair[1].test_id }, [pair[1].test_id]);
+      if (r) link.addEventListener("click", function () { open(r); });
+      box.appendChild(el("div", {}, [el("b", {}, [pair[0] + " "]), link, " \u00b7 " + pair[1].events + " events \u00b7 " + ms(pair[1].duration_ms) +
+        (r ? " \u00b7 " + S[r[C["class"]]] : "")]));
+    });
+    var div = cmp.first_divergence;
+    box.appendChild(el("p", { class: "divergence", id: "divergence" }, [div ? "\u25b6 first divergence: " + div.reason : "no divergence: the two tests did the same things"]));
+    var table = el("table", { class: "events" });
+    table.appendChild(el("thead", {}, [el("tr", {}, ["", "boundary", "A", "B", "differences"].map(function (h) { return el("th", {}, [h]); }))]));
+    var body = el("tbody");
+    function side(x) { return x ? plus(x.offset_ms) + " " + x.outcome + (x.detail ? " (" + x.detail + ")" : "") + (typeof x.duration_ms === "number" ? " \u00b7 " + ms(x.duration_ms) : "") : "\u2014"; }
+    cmp.steps.forEach(function (st, i) {
+      var here = div && div.index === i;
+      body.appendChild(el("tr", { class: here ? "diverge" : st.differences.length ? "differs" : "" }, [
+        el("td", {}, [here ? "\u25b6" : st.differences.length ? "\u2260" : "="]), el("td", { class: "mono" }, [st.boundary]),
+        el("td", {}, [side(st.a)]), el("td", {}, [side(st.b)]), el("td", {}, [st.differences.join("; ")])]));
+    });
+    table.appendChild(body);
+    box.appendChild(el("details", { open: "" }, [el("summary", {}, [cmp.steps.length + " aligned steps"]), table]));
+    return box;
+  }
 
   // -- the duration histogram ----------------------------------------------------------
   function histogram() {
