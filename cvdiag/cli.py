@@ -84,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     window(sp)
     slow(sp)
     sp.add_argument("--no-class", action="store_true", help="skip diagnosis (faster: no JSON parsing at all)")
+    sp.add_argument(
+        "--format",
+        choices=("table", "json", "github", "junit"),
+        default="table",
+        help="table (default), json (as --json), github (::error annotations of failed tests), junit (JUnit XML)",
+    )
     sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
     paths(sp)
 
@@ -190,8 +196,14 @@ def _in_window(ts: float, since: float | None, until: float | None) -> bool:
 def cmd_tests(args: argparse.Namespace) -> int:
     sources = _sources(args.paths, spool_stdin=not args.no_class)  # diagnosis may read twice
     progress = _progress(sources)
+    fmt = "json" if args.json else args.format
     scan = correlate.scan_tests(
-        sources, classify=not args.no_class, slow_s=args.slow_s, jobs=max(1, args.jobs), progress=progress
+        sources,
+        classify=not args.no_class,
+        slow_s=args.slow_s,
+        jobs=max(1, args.jobs),
+        keep_json=fmt in ("github", "junit"),  # they show the reason too
+        progress=progress,
     )
     progress.close()
     _note(scan.tally)
@@ -202,16 +214,17 @@ def cmd_tests(args: argparse.Namespace) -> int:
         and (args.slug is None or args.slug in r["slug"].split(","))
         and _in_window(reader.ts_seconds(r["first_ts"]), args.since, args.until)
     ]
-    for r in rows:
-        r.pop("_diagnosis", None)
-    if args.json:
+    verdicts = {r["test_id"]: r.pop("_diagnosis", None) for r in rows}
+    if fmt == "json":
         _json_out(rows)
         return OK_EXIT if rows else NOTHING_EXIT
+    prefixes = unique_prefixes([r["test_id"] for r in scan.rows])
+    if fmt in ("github", "junit"):
+        return _ci_out(fmt, rows, verdicts, prefixes, args.paths)
     out = Out()
     if not rows:
         out.line("no tests found" if not scan.rows else "no test matches the filters")
         return NOTHING_EXIT
-    prefixes = unique_prefixes([r["test_id"] for r in scan.rows])
     _tests_table(out, rows, prefixes)
     failed = sum(r["status"] == "fail" for r in rows)
     date = one_utc_date([r["first_ts"] for r in rows])
@@ -221,6 +234,20 @@ def cmd_tests(args: argparse.Namespace) -> int:
         hint = ["cvdiag", "timeline", prefixes[first["test_id"]], *args.paths]
         out.line(f"next: {shlex.join(hint)}", DIM)
     return OK_EXIT
+
+
+def _ci_out(
+    fmt: str, rows: list[dict[str, Any]], verdicts: dict[str, Any], prefixes: dict[str, str], paths: list[str]
+) -> int:
+    from . import ci
+
+    if fmt == "github":
+        for line in ci.github_annotations(rows, verdicts):
+            sys.stdout.write(line + "\n")
+    else:
+        hints = {tid: shlex.join(["cvdiag", "timeline", p, *paths]) for tid, p in prefixes.items()}
+        sys.stdout.buffer.write(ci.junit_xml(rows, verdicts, hints))
+    return OK_EXIT if rows else NOTHING_EXIT
 
 
 def _tests_table(out: Out, rows: list[dict[str, Any]], prefixes: dict[str, str]) -> None:

@@ -60,6 +60,9 @@ class _TestState:
     failed: bool = False
     skipped: bool = False
     failure_type: str | None = None
+    #: (class, reason) of the first failed phase's diagnosis, for JUnit XML properties.
+    verdict: tuple[str, str] | None = None
+    recorded: bool = False
     #: A bad ``@pytest.mark.cvdiag``: reported as this test's setup error.
     usage_error: str | None = None
 
@@ -340,7 +343,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append(("cvdiag", _failure_section(item.config, state)))
         except Exception as exc:  # a report must never be lost to its own decoration
             report.sections.append(("cvdiag", f"cvdiag could not build this report: {type(exc).__name__}: {exc}"))
+        _record_properties(item, report, state)
     return report
+
+
+def _record_properties(item: pytest.Item, report: pytest.TestReport, state: _TestState) -> None:
+    """The diagnosis as ``record_property`` would write it, once per failed test:
+    ``--junitxml`` shows it as the test case's properties, for CI to read."""
+    if state.recorded:
+        return
+    state.recorded = True
+    cls, reason = state.verdict or ("none", "cvdiag could not diagnose this failure")
+    props = [("cvdiag_test_id", state.test_id), ("cvdiag_class", cls), ("cvdiag_reason", reason)]
+    item.user_properties.extend(props)
+    if report.when == "teardown":  # JUnit XML reads the teardown report, made from item's before this
+        report.user_properties.extend(props)
 
 
 def _emit_probe_exit(state: _TestState) -> None:
@@ -468,9 +485,11 @@ def _failure_section(config: pytest.Config, state: _TestState) -> str:
     if envelopes:
         verdict = diagnose(envelopes, log_end=log_end)
         lines.append(f"diagnosis: {verdict.cls} ({verdict.confidence:.2f}) {verdict.reason}")
+        state.verdict = state.verdict or (verdict.cls, verdict.reason)
     else:
         where = "in-process" + (f" or in {', '.join(logs)}" if logs else "")
         lines.append(f"diagnosis: none (no envelope with this id {where})")
+        state.verdict = state.verdict or ("none", f"no envelope with this id {where}")
     sources = ["in-process", *logs]
     lines.append(f"timeline ({len(in_process) + len(from_logs)} events from {', '.join(sources)}):")
     lines.extend(_timeline(in_process + from_logs))
