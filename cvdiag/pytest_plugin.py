@@ -28,6 +28,7 @@ from .diagnose import diagnose
 from .ids import new_test_id
 from .propagation import instrument_httpx, uninstrument_httpx
 from .reader import InputError, resolve_sources
+from .render import printable
 from .schema import TEST_ID_HEADER, is_accounting, parse_ts
 from .sinks import MemorySink
 
@@ -494,4 +495,4 @@ def _failure_section(config: pytest.Config, state: _TestState) -> str:
     lines.append(f"timeline ({len(in_process) + len(from_logs)} events from {', '.join(sources)}):")
     lines.extend(_timeline(in_process + from_logs))
     lines.extend(f"note: {n}" for n in notes)
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # log content is shown, never obeyed

@@ -12,6 +12,8 @@ import pytest
 from cvdiag_cli import command
 from logkit import compact, errored, happy, write
 
+pytest_plugins = ["pytester"]
+
 TID = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e77"
 OTHER = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e78"
 #: A window-title OSC ended by BEL, a clear-screen CSI, a C1 CSI, CR and rich markup.
@@ -106,3 +108,21 @@ def test_what_a_user_sees_is_the_escaped_text(evil_log: Path) -> None:
     assert "app\\x1b[7m.log:10: cut or not JSON" in err.decode()  # the file name in the malformed-line note
     rich = _on_a_terminal(("timeline", TID), evil_log).decode()
     assert "[bold red]x[/]" in rich and "[link=http://x]click[/link]" in RICH_SGR.sub(b"", rich.encode()).decode()
+
+
+def test_the_pytest_failure_section_escapes_log_content(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import cvdiag
+
+        def test_fails():
+            with cvdiag.agent_scope("agent\\x1b]0;title\\x07[bold]x"):
+                pass
+            raise AssertionError("failed")
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    section = result.stdout.str().split(" cvdiag ", 1)[1]
+    assert "agent_name=agent\\x1b]0;title\\x07[bold]x" in section
+    assert "\x1b" not in section and "\x07" not in section
