@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cvdiag_cli import command
+from cvdiag_cli import command, on_a_terminal
 from logkit import compact, errored, happy, write
 
 pytest_plugins = ["pytester"]
@@ -60,23 +60,9 @@ def _run(args: tuple[str, ...], path: Path, env: dict[str, str]) -> tuple[bytes,
 
 
 def _on_a_terminal(args: tuple[str, ...], path: Path) -> bytes:
-    pty = pytest.importorskip("pty")
-    main, child = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env.update({"TERM": "xterm-256color", "COLUMNS": "200"})
-    subprocess.run([*command(), *args, str(path)], stdout=child, stderr=child, env=env, timeout=60)
-    os.close(child)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(main)
-    return out.replace(b"\r\n", b"\n")
+    return on_a_terminal(*args, path, env=env)[1]
 
 
 def _assert_clean(data: bytes, what: str) -> None:

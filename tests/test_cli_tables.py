@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cvdiag_cli import command, run
+from cvdiag_cli import command, on_a_terminal, run
 from logkit import aborted, compact, envelope, errored, happy, write
 
 # Ids minted in one millisecond share their first 15 characters (time, version), and
@@ -37,26 +37,13 @@ def _log(tmp_path: Path, *, days: int = 1) -> Path:
 
 
 def _on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> str:
-    """Run ``cvdiag`` with a pseudo-terminal as stdout: rich output, as a user sees it."""
-    pty = pytest.importorskip("pty")
-    main, child = pty.openpty()
+    """Rich output, as a user at a terminal sees it, without the colour codes."""
     full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     full_env.update({"TERM": "xterm-256color", **env})
-    proc = subprocess.run([*command(), *args], stdout=child, stderr=subprocess.PIPE, env=full_env, cwd=cwd, timeout=60)
-    os.close(child)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(main)
-    assert proc.returncode == 0, proc.stderr
+    code, out = on_a_terminal(*args, env=full_env, cwd=cwd)
+    assert code == 0, out
     assert b"\x1b[" in out  # it did draw in colour
-    return ANSI.sub("", out.decode()).replace("\r\n", "\n")
+    return ANSI.sub("", out.decode())
 
 
 def _output(mode: str, args: list[str], width: int, cwd: Path) -> str:
