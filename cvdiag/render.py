@@ -29,7 +29,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 def printable(text: str) -> str:
     """``text`` with every control character shown as ``\\xNN``, so log content can
     never drive the terminal (ESC sequences, BEL, CR overwriting a line)."""
-    if _CONTROL.search(text) is None:
+    if text.isprintable() or _CONTROL.search(text) is None:  # the first test runs at C speed
         return text
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
@@ -71,9 +71,9 @@ def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | 
     every column at its natural width.
     """
     natural = [len(c.name) for c in columns]
-    for row in cells:
-        for i, v in enumerate(row):
-            natural[i] = max(natural[i], len(v))
+    if cells:
+        by_column = zip(*cells, strict=True)
+        natural = [max(n, *map(len, values)) for n, values in zip(natural, by_column, strict=True)]
     if width is None or sum(natural) + sep * (len(columns) - 1) <= width:
         return list(natural)
     smallest = [n if c.min_width is None else min(n, c.min_width) for c, n in zip(columns, natural, strict=True)]
@@ -202,23 +202,28 @@ class Out:
         """One row per item; ``styles[i]`` colours row i on a terminal. On a narrow
         terminal, columns are dropped and shrunk as their ``Column`` says: never wrapped."""
         cols = [c if isinstance(c, Column) else Column(c, rank=i, keep=True) for i, c in enumerate(columns)]
-        cells = [["" if v is None else printable(str(v)) for v in row] for row in rows]
+        cells = [["" if v is None else str(v) for v in row] for row in rows]
+        for k, row in enumerate(cells):
+            if not "".join(row).isprintable():  # one C-speed test per row; escaping is rare
+                cells[k] = [printable(v) for v in row]
         sep = 3 if self.color else 2
         widths = fit(cols, cells, self.width, sep)
         shown = [i for i, w in enumerate(widths) if w is not None]
         header = [cut(cols[i].name, widths[i] or 0) for i in shown]
-        body = [[cut(row[i], widths[i] or 0, middle=cols[i].middle) for i in shown] for row in cells]
+        narrowed = [
+            i for i in shown if cols[i].min_width is not None and any(len(r[i]) > (widths[i] or 0) for r in cells)
+        ]
+        for row in cells:  # only the narrowed columns need a look at each cell
+            for i in narrowed:
+                row[i] = cut(row[i], widths[i] or 0, middle=cols[i].middle)
+        body = [[row[i] for i in shown] for row in cells] if len(shown) < len(cols) else cells
         if self.color:
             self._rich_table([cols[i] for i in shown], [widths[i] or 0 for i in shown], header, body, styles, title)
             return
         if title:
             self.stream.write(printable(title) + "\n")
-        for row in [header, *body]:
-            text = "  ".join(
-                v.rjust(widths[i] or 0) if cols[i].right else v.ljust(widths[i] or 0)
-                for i, v in zip(shown, row, strict=True)
-            )
-            self.stream.write(text.rstrip() + "\n")
+        fmt = "  ".join(f"{{:{'>' if cols[i].right else '<'}{widths[i]}}}" for i in shown)
+        self.stream.writelines(fmt.format(*row).rstrip() + "\n" for row in [header, *body])
 
     def _rich_table(
         self,
