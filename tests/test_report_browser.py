@@ -221,3 +221,28 @@ def test_compare_with_an_unknown_id_says_so(log: Path, tmp_path: Path) -> None:
     result = run("report", log, "--compare", TID_OK, "no-such-test", "-o", tmp_path / "r.html")
     assert result.code == 1
     assert "no test id 'no-such-test'" in result.err
+
+
+def test_odd_but_readable_envelopes_are_drawn_and_shown_as_logged(chrome: Any, tmp_path: Path) -> None:
+    """A custom layer, a microsecond timestamp and a duration that is not a number."""
+    envs = aborted("odd-test")
+    envs[1]["ts"] = envs[1]["ts"][:-1] + "456Z"  # microseconds: kept as written
+    envs.insert(
+        2, dict(envs[1], layer="worker", boundary="worker.job.done", duration_ms="12", span_id="00000000000000aa")
+    )
+    log = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in envs])
+    out = tmp_path / "report.html"
+    assert run("report", log, "-o", out).code == 0
+
+    with visit(chrome, out) as seen:
+        page = seen.page
+        open_test(page, "odd-test")
+        lanes = page.eval_on_selector_all("#waterfall g.lane", "gs => gs.map(g => g.dataset.layer)")
+        assert lanes == ["backend", "worker"]
+        assert len(page.query_selector_all("#waterfall [data-ev]")) == len(envs)
+        shown = []
+        for i in range(len(envs)):
+            page.click(f'#events tr[data-ev="{i}"]')
+            shown.append(json.loads(page.text_content("#envelope-json")))
+        assert sorted(shown, key=lambda e: e["span_id"]) == sorted(envs, key=lambda e: e["span_id"])
+        seen.assert_clean()

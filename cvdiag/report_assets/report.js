@@ -26,6 +26,7 @@
   }
   function ms(v) {
     if (v === null || v === undefined) return "";
+    if (typeof v !== "number" || !isFinite(v)) return String(v); // a log may say anything
     if (v < 1000) return Math.round(v) + " ms";
     if (v < 60000) return (v / 1000).toFixed(v < 10000 ? 2 : 1) + " s";
     return (v / 60000).toFixed(1) + " min";
