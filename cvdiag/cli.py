@@ -487,14 +487,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return NOTHING_EXIT
     cols = ["slug", "boundary", "count", "ok", "err", "timeout", "info"]
     out.table(
-        cols,
+        [Column(c, keep=True, right=c not in ("slug", "boundary")) for c in cols],
         [[r[c] for c in cols] for r in boundaries],
         [FAIL if r["err"] or r["timeout"] else None for r in boundaries],
     )
     if latency:
         out.line()
         lcols = ["slug", "metric", "count", "p50", "p90", "p99", "max"]
-        out.table(lcols, [[r["slug"], r["metric"], r["count"], *(ms(r[c]) for c in lcols[3:])] for r in latency])
+        lrows = [[r["slug"], r["metric"], r["count"], *(ms(r[c]) for c in lcols[3:])] for r in latency]
+        out.table([Column(c, keep=True, right=c not in ("slug", "metric")) for c in lcols], lrows)
     return OK_EXIT
 
 
@@ -570,9 +571,14 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         out.line(f"  {v['reason']}")
         return OK_EXIT
     rows = [[v["test_id"], v["class"], f"{v['confidence']:.2f}", v["reason"]] for v in verdicts]
-    out.table(
-        ["test_id", "class", "confidence", "reason"], rows, [None if v["class"] == "ok" else FAIL for v in verdicts]
-    )
+    prefixes = unique_prefixes([v["test_id"] for v in verdicts])
+    columns = [
+        Column("test_id", keep=True, min_width=max(map(len, prefixes.values())) + 5, middle=True),
+        Column("class", keep=True),
+        Column("confidence", right=True, rank=1),
+        Column("reason", keep=True, min_width=20),  # cut, not wrapped: `diagnose ID` says it whole
+    ]
+    out.table(columns, rows, [None if v["class"] == "ok" else FAIL for v in verdicts])
     return OK_EXIT
 
 

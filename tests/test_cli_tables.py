@@ -145,3 +145,17 @@ def test_long_ids_are_cut_in_the_middle_past_their_unique_prefix(tmp_path: Path,
     assert [_shown_id(r)[:10] for r in rows] == [i[:10] for i in ids]
     assert all("…" in _shown_id(r) and _shown_id(r).endswith("mini") for r in rows)
     assert [r.split()[-1] for r in rows] == ["server-error", "ok", "client-disconnect"]
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+def test_diagnose_all_cuts_reasons_to_fit_and_stats_aligns_numbers(tmp_path: Path, mode: str) -> None:
+    _log(tmp_path)
+    lines = _output(mode, ["diagnose", "--all", "app.log"], 80, tmp_path).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line.strip() for line in lines if line.strip().startswith(_MS)]
+    assert len(rows) == 8 and all(_shown_id(r) in [*SAME_MS, *TWINS] for r in rows)
+    assert any(r.split()[1] == "client-disconnect" and r.split()[2] == "The" for r in rows)
+    stats = _output("plain", ["stats", "app.log"], 120, tmp_path).splitlines()
+    header = stats[0]
+    row = next(line for line in stats if "backend.request.ingress" in line)
+    assert row.index(" 8") + 2 == header.index("count") + len("count")  # right-aligned under its header
