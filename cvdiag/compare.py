@@ -232,11 +232,13 @@ def _paired(boundary: str, a: Side, b: Side) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _only(boundary: str, side: Side, which: str) -> str:
+def _only(boundary: str, n: int, side: Side, which: str) -> str:
+    """The sentence for a boundary one side lacks; the n-th (from 0) of its name."""
+    attempt = f" (attempt {n + 1})" if ".llm.call." in boundary and n else ""
     if which == "a":
-        return f"B has no {boundary}"
+        return f"B has no {boundary}{attempt}"
     failed = side.outcome in FAILURE_OUTCOMES
-    return f"B has an extra {boundary}" + (f" {side.outcome_text}" if failed else "")
+    return f"B has an extra {boundary}{attempt}" + (f" {side.outcome_text}" if failed else "")
 
 
 def compare(
@@ -260,11 +262,11 @@ def compare(
                 steps.append(Step(boundary, a_sides[i], b_sides[j], diffs, minor=boundary in REPEATING))
             continue
         # One side only: A's and B's leftovers interleaved by their offsets.
-        lone = [(a_sides[i].offset_s, 0, a_keys[i][0], a_sides[i], "a") for i in range(i1, i2)]
-        lone += [(b_sides[j].offset_s, 1, b_keys[j][0], b_sides[j], "b") for j in range(j1, j2)]
-        for _, _, boundary, side, which in sorted(lone, key=lambda x: (x[0], x[1])):
+        lone = [(a_sides[i].offset_s, 0, a_keys[i], a_sides[i], "a") for i in range(i1, i2)]
+        lone += [(b_sides[j].offset_s, 1, b_keys[j], b_sides[j], "b") for j in range(j1, j2)]
+        for _, _, (boundary, n), side, which in sorted(lone, key=lambda x: (x[0], x[1])):
             a_side, b_side = (side, None) if which == "a" else (None, side)
-            diff = _only(boundary, side, which)
+            diff = _only(boundary, n, side, which)
             steps.append(Step(boundary, a_side, b_side, (diff,), minor=boundary in REPEATING))
     return Comparison(
         a_id=a_id or _test_id(a_env),

@@ -134,6 +134,11 @@ def test_llm_attempts_pair_up_in_order() -> None:
         (False, True, "backend.llm.call.response"),
     ]
     assert result.divergence == "B: backend.llm.call.response err (500) where A had ok"
+    extra = [d for step in result.steps for d in step.differences if "extra" in d]
+    assert extra == [
+        "B has an extra backend.llm.call.start (attempt 2)",
+        "B has an extra backend.llm.call.response (attempt 2)",
+    ]
 
 
 def test_two_runs_of_the_same_story_do_not_diverge() -> None:
