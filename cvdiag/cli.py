@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import signal
 import sys
 import time
@@ -20,7 +21,7 @@ import orjson
 
 from . import correlate, reader
 from .reader import BREADCRUMB, ENVELOPE, MALFORMED, InputError, Source, Tally
-from .render import DIM, FAIL, OK, WARN, Out, Progress, ms, offset
+from .render import DIM, FAIL, OK, WARN, Column, Out, Progress, ms, offset, one_utc_date, printable, unique_prefixes
 from .schema import FAILURE_OUTCOMES, parse_ts
 
 OK_EXIT, NOTHING_EXIT, USAGE_EXIT = 0, 1, 2
@@ -84,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
     window(sp)
     slow(sp)
     sp.add_argument("--no-class", action="store_true", help="skip diagnosis (faster: no JSON parsing at all)")
+    sp.add_argument(
+        "--format",
+        choices=("table", "json", "github", "junit"),
+        default="table",
+        help="table (default), json (as --json), github (::error annotations of failed tests), junit (JUnit XML)",
+    )
     sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
     paths(sp)
 
@@ -111,10 +118,25 @@ def _parser() -> argparse.ArgumentParser:
     sp = command("validate", "check every envelope strictly against schema v1")
     paths(sp)
 
+    sp = command("report", "one self-contained HTML file: every test, and a waterfall per failed test")
+    sp.add_argument("-o", "--output", default="cvdiag-report.html", metavar="FILE", help="where to write it")
+    sp.add_argument("--all", action="store_true", help="a waterfall for every test, not only failed and flagged ones")
+    sp.add_argument("--title", default="cvdiag report", help="the page title")
+    sp.add_argument("--compare", nargs=2, metavar=("A", "B"), help="also show tests A and B side by side")
+    slow(sp)
+    sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
+    paths(sp)
+
     sp = command("diagnose", "name the root cause of a test's failure")
     sp.add_argument("--all", action="store_true", help="every test in the inputs")
     slow(sp)
     sp.add_argument("args", nargs="*", metavar="TEST_ID|PATH", help="TEST_ID then PATHs, or only PATHs with --all")
+
+    sp = command("compare", "two tests side by side: events aligned by boundary, the first divergence")
+    sp.add_argument("a", metavar="A", help="a test id or unique prefix (typically a passing run)")
+    sp.add_argument("b", metavar="B", help="another test id or unique prefix (typically the failing run)")
+    slow(sp)
+    paths(sp)
 
     sub.add_parser("demo", help="run a bundled example app and show its diagnosis", add_help=False)
     return p
@@ -143,7 +165,12 @@ def _progress(sources: list[Source]) -> Progress:
 def _note(tally: Tally) -> None:
     note = tally.note()
     if note:
-        print(note, file=sys.stderr)
+        _say(note)
+
+
+def _say(text: str) -> None:
+    """A note or error on stderr; log content in it (file names, ids) is shown, not obeyed."""
+    print(printable(text), file=sys.stderr)
 
 
 def _json_out(value: Any) -> None:
@@ -160,8 +187,14 @@ def _in_window(ts: float, since: float | None, until: float | None) -> bool:
 def cmd_tests(args: argparse.Namespace) -> int:
     sources = _sources(args.paths, spool_stdin=not args.no_class)  # diagnosis may read twice
     progress = _progress(sources)
+    fmt = "json" if args.json else args.format
     scan = correlate.scan_tests(
-        sources, classify=not args.no_class, slow_s=args.slow_s, jobs=max(1, args.jobs), progress=progress
+        sources,
+        classify=not args.no_class,
+        slow_s=args.slow_s,
+        jobs=max(1, args.jobs),
+        keep_json=fmt in ("github", "junit"),  # they show the reason too
+        progress=progress,
     )
     progress.close()
     _note(scan.tally)
@@ -172,31 +205,67 @@ def cmd_tests(args: argparse.Namespace) -> int:
         and (args.slug is None or args.slug in r["slug"].split(","))
         and _in_window(reader.ts_seconds(r["first_ts"]), args.since, args.until)
     ]
-    for r in rows:
-        r.pop("_diagnosis", None)
-    if args.json:
+    verdicts = {r["test_id"]: r.pop("_diagnosis", None) for r in rows}
+    if fmt == "json":
         _json_out(rows)
         return OK_EXIT if rows else NOTHING_EXIT
+    prefixes = unique_prefixes([r["test_id"] for r in scan.rows])
+    if fmt in ("github", "junit"):
+        return _ci_out(fmt, rows, verdicts, prefixes, args.paths)
     out = Out()
     if not rows:
         out.line("no tests found" if not scan.rows else "no test matches the filters")
         return NOTHING_EXIT
-    columns = ["test_id", "slug", "layers", "events", "first_ts", "duration", "terminal", "status"]
+    _tests_table(out, rows, prefixes)
+    failed = sum(r["status"] == "fail" for r in rows)
+    date = one_utc_date([r["first_ts"] for r in rows])
+    out.line(f"{len(rows)} tests, {failed} failed" + (f", on {date} (UTC)" if date else ""), FAIL if failed else OK)
+    if failed:
+        first = next(r for r in rows if r["status"] == "fail")
+        hint = ["cvdiag", "timeline", prefixes[first["test_id"]], *args.paths]
+        out.line(f"next: {shlex.join(hint)}", DIM)
+    return OK_EXIT
+
+
+def _ci_out(
+    fmt: str, rows: list[dict[str, Any]], verdicts: dict[str, Any], prefixes: dict[str, str], paths: list[str]
+) -> int:
+    from . import ci
+
+    if fmt == "github":
+        for line in ci.github_annotations(rows, verdicts):
+            sys.stdout.write(line + "\n")
+    else:
+        hints = {tid: shlex.join(["cvdiag", "timeline", p, *paths]) for tid, p in prefixes.items()}
+        sys.stdout.buffer.write(ci.junit_xml(rows, verdicts, hints))
+    return OK_EXIT if rows else NOTHING_EXIT
+
+
+def _tests_table(out: Out, rows: list[dict[str, Any]], prefixes: dict[str, str]) -> None:
+    """The ``tests`` table: ids never wrapped (cut in the middle, past their unique
+    prefix), columns dropped by usefulness when the terminal is narrow."""
+    clock = one_utc_date([r["first_ts"] for r in rows]) is not None
+    id_width = max(len(prefixes[r["test_id"]]) for r in rows) + 5  # prefix, "…", 4 last characters
+    columns = [
+        Column("test_id", keep=True, min_width=id_width, middle=True),
+        Column("slug", rank=3, min_width=8),
+        Column("layers", rank=7),
+        Column("events", right=True, rank=6),
+        Column("start", rank=4),
+        Column("duration", right=True, keep=True, rank=2),
+        Column("terminal", rank=5),
+        Column("status", keep=True, rank=0),
+    ]
     with_class = "class" in rows[0]
     if with_class:
-        columns.append("class")
+        columns.append(Column("class", keep=True, rank=1))
     table = []
     for r in rows:
-        cells = [r["test_id"], r["slug"], ",".join(r["layers"]), r["events"], r["first_ts"], ms(r["duration_ms"])]
+        start = r["first_ts"][11:23] if clock else r["first_ts"]
+        cells = [r["test_id"], r["slug"], ",".join(r["layers"]), r["events"], start, ms(r["duration_ms"])]
         cells += [r["terminal"], r["status"]] + ([r["class"] or ""] if with_class else [])
         table.append(cells)
     out.table(columns, table, [FAIL if r["status"] == "fail" else None for r in rows])
-    failed = sum(r["status"] == "fail" for r in rows)
-    out.line(f"{len(rows)} tests, {failed} failed", FAIL if failed else OK)
-    if failed:
-        first = next(r for r in rows if r["status"] == "fail")
-        out.line(f"next: cvdiag timeline {first['test_id'][:13]} {' '.join(args.paths)}".rstrip(), DIM)
-    return OK_EXIT
 
 
 # -- timeline -------------------------------------------------------------------------
@@ -215,11 +284,11 @@ def _resolve_timeline(test_id: str, paths: Sequence[str], with_logs: bool) -> tu
 def _unknown_id(tl: correlate.Timeline, test_id: str, sources: list[Source]) -> int:
     if len(tl.candidates) > 1:
         shown = ", ".join(tl.candidates[:5]) + (", ..." if len(tl.candidates) > 5 else "")
-        print(f"cvdiag: {test_id!r} matches {len(tl.candidates)} test ids: {shown}; give more of it", file=sys.stderr)
+        _say(f"cvdiag: {test_id!r} matches {len(tl.candidates)} test ids: {shown}; give more of it")
         return NOTHING_EXIT
     close = correlate.closest_ids(sources, test_id)
     hint = f"; closest: {', '.join(close)}" if close else "; the inputs hold no test ids"
-    print(f"cvdiag: no test id {test_id!r} in the inputs{hint}", file=sys.stderr)
+    _say(f"cvdiag: no test id {test_id!r} in the inputs{hint}")
     return NOTHING_EXIT
 
 
@@ -267,11 +336,21 @@ def _timeline_row(e: correlate.Entry, since: float) -> tuple[list[Any], str | No
     return [offset(since), "log", os.path.basename(e.source), "", "", text], DIM
 
 
+_TIMELINE_COLUMNS = [
+    Column("t", right=True, keep=True, rank=1),
+    Column("layer", rank=4),
+    Column("boundary", keep=True),
+    Column("outcome", keep=True, rank=0),
+    Column("duration", right=True, keep=True, rank=2),
+    Column("details", keep=True, rank=3, min_width=12),
+]
+
+
 def _verdict_lines(out: Out, d: Any) -> None:
     if d is None:
         return
     out.line(f"verdict: {d.cls} (confidence {d.confidence:.2f})", OK if d.cls == "ok" else FAIL)
-    out.line(f"  {d.reason}")
+    out.prose(d.reason, indent="  ")
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
@@ -292,9 +371,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         _verdict_lines(out, d)
         rows = list(_timeline_rows(tl.entries))
         if rows:
-            out.table(
-                ["t", "layer", "boundary", "outcome", "duration", "details"], [r for r, _ in rows], [s for _, s in rows]
-            )
+            out.table(_TIMELINE_COLUMNS, [r for r, _ in rows], [s for _, s in rows])
     if args.follow:
         return _follow(
             sources, lambda env: env["test_id"].startswith(tl.test_id or args.test_id), raw=False, as_json=args.json
@@ -401,14 +478,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return NOTHING_EXIT
     cols = ["slug", "boundary", "count", "ok", "err", "timeout", "info"]
     out.table(
-        cols,
+        [Column(c, keep=True, right=c not in ("slug", "boundary")) for c in cols],
         [[r[c] for c in cols] for r in boundaries],
         [FAIL if r["err"] or r["timeout"] else None for r in boundaries],
     )
     if latency:
         out.line()
         lcols = ["slug", "metric", "count", "p50", "p90", "p99", "max"]
-        out.table(lcols, [[r["slug"], r["metric"], r["count"], *(ms(r[c]) for c in lcols[3:])] for r in latency])
+        lrows = [[r["slug"], r["metric"], r["count"], *(ms(r[c]) for c in lcols[3:])] for r in latency]
+        out.table([Column(c, keep=True, right=c not in ("slug", "metric")) for c in lcols], lrows)
     return OK_EXIT
 
 
@@ -484,9 +562,116 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         out.line(f"  {v['reason']}")
         return OK_EXIT
     rows = [[v["test_id"], v["class"], f"{v['confidence']:.2f}", v["reason"]] for v in verdicts]
-    out.table(
-        ["test_id", "class", "confidence", "reason"], rows, [None if v["class"] == "ok" else FAIL for v in verdicts]
-    )
+    prefixes = unique_prefixes([v["test_id"] for v in verdicts])
+    columns = [
+        Column("test_id", keep=True, min_width=max(map(len, prefixes.values())) + 5, middle=True),
+        Column("class", keep=True),
+        Column("confidence", right=True, rank=1),
+        Column("reason", keep=True, min_width=20),  # cut, not wrapped: `diagnose ID` says it whole
+    ]
+    out.table(columns, rows, [None if v["class"] == "ok" else FAIL for v in verdicts])
+    return OK_EXIT
+
+
+# -- compare --------------------------------------------------------------------------
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+
+    sources = _sources(args.paths, spool_stdin=True)  # read once per test
+    found = []
+    for wanted in (args.a, args.b):
+        if not wanted.strip():
+            raise UsageError("a TEST_ID is empty")
+        tl = correlate.timeline(sources, wanted.strip())
+        if tl.test_id is None:
+            return _unknown_id(tl, wanted, sources)
+        found.append(tl)
+    _note(found[0].tally)
+    a, b = found
+    result = compare(a.envelopes, b.envelopes, a_id=a.test_id, b_id=b.test_id)
+    verdicts = [correlate.diagnose_timeline(tl, args.slow_s) for tl in found]
+    if args.json:
+        doc = result.to_json()
+        for side, d in zip(("a", "b"), verdicts, strict=True):
+            doc[side]["diagnosis"] = d.to_json() if d is not None else None
+        _json_out(doc)
+        return OK_EXIT
+    _compare_out(Out(), result, verdicts)
+    return OK_EXIT
+
+
+def _compare_out(out: Out, result: Any, verdicts: list[Any]) -> None:
+    for name, tid, d, total in (
+        ("A", result.a_id, verdicts[0], result.a_duration_ms),
+        ("B", result.b_id, verdicts[1], result.b_duration_ms),
+    ):
+        cls = d.cls if d is not None else "-"
+        out.line(f"{name} {tid}  {cls}  {ms(total)}", "bold" if cls == "ok" else FAIL)
+    first = result.divergence_index
+    if first is None:
+        out.line("no divergence: same boundaries, outcomes and timing", OK)
+    else:
+        out.prose(f"first divergence: {result.divergence}", FAIL)
+    columns = [
+        Column("", keep=True),
+        Column("boundary", keep=True),
+        Column("A t", right=True, rank=4),
+        Column("A", keep=True, rank=1),
+        Column("A dur", right=True, rank=2),
+        Column("B t", right=True, rank=4),
+        Column("B", keep=True, rank=1),
+        Column("B dur", right=True, rank=2),
+        Column("difference", rank=3, min_width=12),
+    ]
+    rows, styles = [], []
+    for i, step in enumerate(result.steps):
+        cells: list[Any] = [">" if i == first else "*" if step.differences else "", step.boundary]
+        for side in (step.a, step.b):
+            cells += [offset(side.offset_s), side.outcome_text, ms(side.duration_ms)] if side else ["", "-", ""]
+        rows.append([*cells, "; ".join(step.differences)])
+        styles.append(FAIL if i == first else WARN if step.differences and not step.minor else None)
+    out.table(columns, rows, styles)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from . import report, report_data
+
+    sources = _sources(args.paths, spool_stdin=True)  # read twice: tests, then events
+    compared = None
+    if args.compare:
+        from .compare import compare
+
+        found = [correlate.timeline(sources, wanted.strip()) for wanted in args.compare]
+        for tl, wanted in zip(found, args.compare, strict=True):
+            if tl.test_id is None:
+                return _unknown_id(tl, wanted, sources)
+        compared = compare(found[0].envelopes, found[1].envelopes, a_id=found[0].test_id, b_id=found[1].test_id)
+    progress = _progress(sources)
+    doc = report_data.build(
+        sources, all_tests=args.all, slow_s=args.slow_s, jobs=max(1, args.jobs), progress=progress,
+        compared=compared.to_json() if compared is not None else None,
+    )  # fmt: skip
+    progress.close()
+    if doc["meta"]["note"]:
+        print(doc["meta"]["note"], file=sys.stderr)
+    rows = doc["rows"]
+    if not rows:
+        print("cvdiag: no tests found in the inputs; no report written", file=sys.stderr)
+        return NOTHING_EXIT
+    size = report.write(doc, args.output, args.title)
+    failed = sum(r[report_data.ROW_COLUMNS.index("failed")] for r in rows)
+    detailed = len(doc["details"])
+    summary = {"path": args.output, "tests": len(rows), "failed": failed, "detailed": detailed, "bytes": size}
+    if args.json:
+        _json_out(summary)
+    else:
+        Out().line(
+            f"wrote {args.output}: {len(rows)} tests, {failed} failed, {detailed} with a waterfall, "
+            f"{size / 1e6:.1f} MB",
+            OK,
+        )
     return OK_EXIT
 
 
@@ -506,6 +691,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "stats": cmd_stats,
     "validate": cmd_validate,
     "diagnose": cmd_diagnose,
+    "report": cmd_report,
+    "compare": cmd_compare,
 }
 
 
@@ -543,10 +730,10 @@ def _exit(run: Callable[[], int | None]) -> int:
     try:
         return int(run() or 0)
     except UsageError as exc:
-        print(f"cvdiag: {exc}", file=sys.stderr)
+        _say(f"cvdiag: {exc}")
         return USAGE_EXIT
     except InputError as exc:
-        print(f"cvdiag: {exc}", file=sys.stderr)
+        _say(f"cvdiag: {exc}")
         return NOTHING_EXIT
     except KeyboardInterrupt:
         return 130
@@ -554,14 +741,12 @@ def _exit(run: Callable[[], int | None]) -> int:
         _silence_stdout()
         return OK_EXIT
     except OSError as exc:
-        print(f"cvdiag: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        _say(f"cvdiag: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
         return NOTHING_EXIT
     except Exception as exc:  # a bug must still not print a traceback at the user
         if os.environ.get("CVDIAG_TRACEBACK"):
             raise
-        print(
-            f"cvdiag: internal error: {type(exc).__name__}: {exc} (set CVDIAG_TRACEBACK=1 for details)", file=sys.stderr
-        )
+        _say(f"cvdiag: internal error: {type(exc).__name__}: {exc} (set CVDIAG_TRACEBACK=1 for details)")
         return NOTHING_EXIT
 
 

@@ -349,14 +349,18 @@ def timeline(sources: list[Source], prefix: str, *, with_logs: bool = False) -> 
     return tl
 
 
+def identity(env: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two lines one envelope written twice (stdout and the file sink both given)."""
+    return (env.get("span_id"), env["boundary"], env["ts"], str(env.get("mono_ns")))
+
+
 def _unique(entries: list[Entry]) -> list[Entry]:
     """Drops repeats of one envelope, as when stdout and the file sink are both given."""
     seen: set[tuple[Any, ...]] = set()
     out = []
     for e in entries:
         if e.kind == "envelope":
-            d = e.data
-            key = (d.get("span_id"), d["boundary"], d["ts"], str(d.get("mono_ns")))
+            key = identity(e.data)
             if key in seen:
                 continue
             seen.add(key)

@@ -28,6 +28,7 @@ from .diagnose import diagnose
 from .ids import new_test_id
 from .propagation import instrument_httpx, uninstrument_httpx
 from .reader import InputError, resolve_sources
+from .render import printable
 from .schema import TEST_ID_HEADER, is_accounting, parse_ts
 from .sinks import MemorySink
 
@@ -43,6 +44,8 @@ _METADATA_TEXT_MAX = 120
 _INSTALLED = pytest.StashKey[bool]()
 _LOGS = pytest.StashKey[list[str]]()
 _STATE = pytest.StashKey["_TestState"]()
+_REPORT = pytest.StashKey["SessionReport"]()
+_REPORT_LINE = pytest.StashKey[str]()
 
 
 @dataclasses.dataclass(slots=True)
@@ -58,6 +61,9 @@ class _TestState:
     failed: bool = False
     skipped: bool = False
     failure_type: str | None = None
+    #: (class, reason) of the first failed phase's diagnosis, for JUnit XML properties.
+    verdict: tuple[str, str] | None = None
+    recorded: bool = False
     #: A bad ``@pytest.mark.cvdiag``: reported as this test's setup error.
     usage_error: str | None = None
 
@@ -132,6 +138,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write probe.start and probe.exit envelopes per test so the harness shows on timelines",
     )
     group.addoption(
+        "--cvdiag-report",
+        metavar="PATH",
+        default=None,
+        help="write an HTML report of the session's tests (in-process envelopes and --cvdiag-log files) to PATH",
+    )
+    group.addoption(
         "--cvdiag-strict",
         action="store_true",
         default=False,
@@ -148,6 +160,22 @@ def pytest_configure(config: pytest.Config) -> None:
     # Remember whether this session installed propagation, so that a nested session
     # (pytester) or an application that instrumented itself is not undone by us.
     config.stash[_INSTALLED] = instrument_httpx()
+    if config.getoption("cvdiag_report"):
+        from .pytest_report import SessionReport
+
+        config.stash[_REPORT] = SessionReport(config.getoption("cvdiag_report"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    spool = session.config.stash.get(_REPORT, None)
+    if spool is not None:
+        session.config.stash[_REPORT_LINE] = spool.write(session.config.stash.get(_LOGS, []))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    line = config.stash.get(_REPORT_LINE, None)
+    if line is not None:
+        terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -240,6 +268,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
+        spool = item.config.stash.get(_REPORT, None)
+        if spool is not None and state.sink is not None:
+            try:
+                _emitter.flush()
+                spool.add(state.test_id, item.nodeid, state.failed, state.sink.lines)
+            except Exception:  # the report must never break the test run it describes
+                pass
         _end(state)
         del item.stash[_STATE]
 
@@ -309,7 +344,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append(("cvdiag", _failure_section(item.config, state)))
         except Exception as exc:  # a report must never be lost to its own decoration
             report.sections.append(("cvdiag", f"cvdiag could not build this report: {type(exc).__name__}: {exc}"))
+        _record_properties(item, report, state)
     return report
+
+
+def _record_properties(item: pytest.Item, report: pytest.TestReport, state: _TestState) -> None:
+    """The diagnosis as ``record_property`` would write it, once per failed test:
+    ``--junitxml`` shows it as the test case's properties, for CI to read."""
+    if state.recorded:
+        return
+    state.recorded = True
+    cls, reason = state.verdict or ("none", "cvdiag could not diagnose this failure")
+    props = [("cvdiag_test_id", state.test_id), ("cvdiag_class", cls), ("cvdiag_reason", reason)]
+    item.user_properties.extend(props)
+    if report.when == "teardown":  # JUnit XML reads the teardown report, made from item's before this
+        report.user_properties.extend(props)
 
 
 def _emit_probe_exit(state: _TestState) -> None:
@@ -437,11 +486,13 @@ def _failure_section(config: pytest.Config, state: _TestState) -> str:
     if envelopes:
         verdict = diagnose(envelopes, log_end=log_end)
         lines.append(f"diagnosis: {verdict.cls} ({verdict.confidence:.2f}) {verdict.reason}")
+        state.verdict = state.verdict or (verdict.cls, verdict.reason)
     else:
         where = "in-process" + (f" or in {', '.join(logs)}" if logs else "")
         lines.append(f"diagnosis: none (no envelope with this id {where})")
+        state.verdict = state.verdict or ("none", f"no envelope with this id {where}")
     sources = ["in-process", *logs]
     lines.append(f"timeline ({len(in_process) + len(from_logs)} events from {', '.join(sources)}):")
     lines.extend(_timeline(in_process + from_logs))
     lines.extend(f"note: {n}" for n in notes)
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # log content is shown, never obeyed

@@ -6,9 +6,12 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 #: Style names per cell meaning; rich understands them, plain output ignores them.
@@ -16,6 +19,128 @@ FAIL = "bold red"
 WARN = "yellow"
 DIM = "dim"
 OK = "green"
+
+
+# C0 controls (tab and newline too: a cell is one line), DEL and C1 controls. A log line
+# can carry any of them, and raw they move the cursor, retitle the window or ring.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character shown as ``\\xNN``, so log content can
+    never drive the terminal (ESC sequences, BEL, CR overwriting a line)."""
+    if text.isprintable() or _CONTROL.search(text) is None:  # the first test runs at C speed
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A table column and how it gives way when the terminal is narrow."""
+
+    name: str
+    #: Right-aligned (numbers).
+    right: bool = False
+    #: Usefulness: when not every column fits, lower ranks are kept first.
+    rank: int = 0
+    #: Always shown, however narrow (the columns a row means nothing without).
+    keep: bool = False
+    #: The width it may shrink to (None: never shrinks).
+    min_width: int | None = None
+    #: Shrinks by cutting the middle (ids: the start identifies, the end tells apart).
+    middle: bool = False
+
+
+def cut(text: str, width: int, *, middle: bool = False) -> str:
+    """``text`` in at most ``width`` characters, ``…`` marking what was left out."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return text[:width]
+    if middle and width >= 9:
+        return text[: width - 5] + "…" + text[-4:]
+    return text[: width - 1] + "…"
+
+
+def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | None, sep: int) -> list[int | None]:
+    """Each column's width, or None for a column dropped to fit ``width`` characters.
+
+    ``keep`` columns are always shown, shrunk if even they do not fit; the others are
+    added by usefulness while they fit whole (or, if they may shrink, at their smallest
+    width); what is left widens shrunk columns, most useful first. ``width`` None keeps
+    every column at its natural width.
+    """
+    natural = [len(c.name) for c in columns]
+    if cells:
+        by_column = zip(*cells, strict=True)
+        natural = [max(n, *map(len, values)) for n, values in zip(natural, by_column, strict=True)]
+    if width is None or sum(natural) + sep * (len(columns) - 1) <= width:
+        return list(natural)
+    smallest = [n if c.min_width is None else min(n, c.min_width) for c, n in zip(columns, natural, strict=True)]
+    order = sorted(range(len(columns)), key=lambda i: (not columns[i].keep, columns[i].rank, i))
+    widths: list[int | None] = [None] * len(columns)
+    kept = [i for i in order if columns[i].keep]
+    whole = sum(natural[i] for i in kept) + sep * (len(kept) - 1)
+    for i in kept:
+        widths[i] = natural[i] if whole <= width else smallest[i]
+    used = sum(w for w in widths if w is not None) + sep * (len(kept) - 1)
+    for i in order:
+        if columns[i].keep or whole > width:
+            continue
+        if used + sep + natural[i] <= width:
+            widths[i] = natural[i]
+        elif used + sep + smallest[i] <= width and smallest[i] < natural[i]:
+            widths[i] = smallest[i]
+        else:
+            continue
+        used += sep + (widths[i] or 0)
+    spare = width - used
+    for i in order:
+        w = widths[i]
+        if w is not None and spare > 0:
+            grow = min(natural[i] - w, spare)
+            widths[i] = w + grow
+            spare -= grow
+    return widths
+
+
+def unique_prefixes(ids: Sequence[str], shortest: int = 8) -> dict[str, str]:
+    """Each id's shortest prefix (at least ``shortest`` characters) that no other id
+    starts with, so a command given it finds exactly that test. Ids minted in the same
+    millisecond share 13 or more characters, so a fixed length is not enough."""
+    ordered = sorted(set(ids))
+    need = dict.fromkeys(ordered, shortest)
+    for left, right in itertools.pairwise(ordered):
+        common = next(
+            (k for k, (x, y) in enumerate(zip(left, right, strict=False)) if x != y), min(len(left), len(right))
+        )
+        need[left] = max(need[left], common + 1)
+        need[right] = max(need[right], common + 1)
+    # An id that is another's prefix is found whole (an exact id wins over prefixes).
+    return {i: i[:n] for i, n in need.items()}
+
+
+def one_utc_date(stamps: Sequence[str]) -> str | None:
+    """The date all these canonical stamps (``2026-11-21T10:00:00.000Z``) share, else
+    None: then a time of day (``stamp[11:23]``) says as much in half the width."""
+    if not all(len(s) == 24 and s[10] == "T" and s[23] == "Z" for s in stamps):
+        return None
+    dates = {s[:10] for s in stamps}
+    return dates.pop() if len(dates) == 1 else None
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """``COLUMNS`` when set, else the terminal's width; None for a pipe (no limit)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def use_color(stream: TextIO) -> bool:
@@ -29,21 +154,27 @@ def use_color(stream: TextIO) -> bool:
 
 
 class Out:
-    """Where human output goes, and whether it may be coloured."""
+    """Where human output goes, and whether it may be coloured.
+
+    Every text it prints goes through ``printable`` and reaches rich as ``Text``, never
+    as markup: log content is shown, not obeyed.
+    """
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self.color = use_color(self.stream)
+        self.width = terminal_width(self.stream)
         self._console: Any = None
 
     def console(self) -> Any:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
+            self._console = Console(file=self.stream, highlight=False, soft_wrap=True, width=self.width)
         return self._console
 
     def line(self, text: str = "", style: str | None = None) -> None:
+        text = printable(text)
         if self.color and style:
             from rich.text import Text
 
@@ -51,35 +182,77 @@ class Out:
         else:
             self.stream.write(text + "\n")
 
+    def prose(self, text: str, style: str | None = None, indent: str = "") -> None:
+        """A sentence, wrapped at the terminal's width (a table row is cut instead)."""
+        if self.width is None or len(indent) + len(text) <= self.width:
+            self.line(indent + text, style)
+            return
+        import textwrap
+
+        for part in textwrap.wrap(printable(text), max(20, self.width - len(indent))):
+            self.line(indent + part, style)
+
     def table(
         self,
-        columns: Sequence[str],
+        columns: Sequence[str | Column],
         rows: Sequence[Sequence[Any]],
         styles: Sequence[str | None] | None = None,
         title: str | None = None,
     ) -> None:
-        """One row per item; ``styles[i]`` colours row i on a terminal."""
+        """One row per item; ``styles[i]`` colours row i on a terminal. On a narrow
+        terminal, columns are dropped and shrunk as their ``Column`` says: never wrapped."""
+        cols = [c if isinstance(c, Column) else Column(c, rank=i, keep=True) for i, c in enumerate(columns)]
         cells = [["" if v is None else str(v) for v in row] for row in rows]
+        for k, row in enumerate(cells):
+            if not "".join(row).isprintable():  # one C-speed test per row; escaping is rare
+                cells[k] = [printable(v) for v in row]
+        sep = 3 if self.color else 2
+        widths = fit(cols, cells, self.width, sep)
+        shown = [i for i, w in enumerate(widths) if w is not None]
+        header = [cut(cols[i].name, widths[i] or 0) for i in shown]
+        narrowed = [
+            i for i in shown if cols[i].min_width is not None and any(len(r[i]) > (widths[i] or 0) for r in cells)
+        ]
+        for row in cells:  # only the narrowed columns need a look at each cell
+            for i in narrowed:
+                row[i] = cut(row[i], widths[i] or 0, middle=cols[i].middle)
+        body = [[row[i] for i in shown] for row in cells] if len(shown) < len(cols) else cells
         if self.color:
-            from rich.table import Table
-
-            table = Table(title=title, show_edge=False, header_style="bold")
-            for c in columns:
-                table.add_column(c, overflow="fold")
-            for i, row in enumerate(cells):
-                table.add_row(*row, style=styles[i] if styles else None)
-            self.console().print(table)
+            self._rich_table([cols[i] for i in shown], [widths[i] or 0 for i in shown], header, body, styles, title)
             return
         if title:
-            self.stream.write(title + "\n")
-        widths = [len(c) for c in columns]
-        for row in cells:
-            for i, v in enumerate(row):
-                widths[i] = max(widths[i], len(v))
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        self.stream.write(fmt.format(*columns).rstrip() + "\n")
-        for row in cells:
-            self.stream.write(fmt.format(*row).rstrip() + "\n")
+            self.stream.write(printable(title) + "\n")
+        fmt = "  ".join(f"{{:{'>' if cols[i].right else '<'}{widths[i]}}}" for i in shown)
+        self.stream.writelines(fmt.format(*row).rstrip() + "\n" for row in [header, *body])
+
+    def _rich_table(
+        self,
+        cols: list[Column],
+        widths: list[int],
+        header: list[str],
+        body: list[list[str]],
+        styles: Sequence[str | None] | None,
+        title: str | None,
+    ) -> None:
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(
+            title=Text(printable(title)) if title else None,
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            header_style="bold",
+        )
+        for col, w, name in zip(cols, widths, header, strict=True):
+            table.add_column(Text(name), width=w, no_wrap=True, justify="right" if col.right else "left")
+        for i, row in enumerate(body):
+            table.add_row(*(Text(v) for v in row), style=styles[i] if styles else None)
+        console = self.console()
+        # Columns that must stay whole may need more than the terminal: never let rich
+        # squeeze them (it would cut an id); the terminal wraps the line instead.
+        console.print(table, width=max(console.width, sum(widths) + 3 * (len(widths) - 1)))
 
 
 class Progress:

@@ -39,3 +39,26 @@ def run(
         timeout=timeout,
     )
     return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+def on_a_terminal(
+    *args: str | os.PathLike, env: dict[str, str], cwd: str | os.PathLike | None = None
+) -> tuple[int, bytes]:
+    """Run ``cvdiag`` with a pseudo-terminal as stdout and stderr, as a user at a terminal
+    sees it: (exit code, everything written, CRLF read back as LF)."""
+    import pty
+
+    main, child = pty.openpty()
+    proc = subprocess.run([*command(), *map(str, args)], stdout=child, stderr=child, env=env, cwd=cwd, timeout=60)
+    os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child side is closed and drained
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    return proc.returncode, out.replace(b"\r\n", b"\n")

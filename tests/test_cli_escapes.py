@@ -1,0 +1,114 @@
+"""Log content is shown, never obeyed: terminal escapes, BEL, CR and rich markup in a
+log reach no terminal raw, piped or on a tty, with or without colour."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from cvdiag_cli import command, on_a_terminal
+from logkit import compact, errored, happy, write
+
+pytest_plugins = ["pytester"]
+
+TID = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e77"
+OTHER = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e78"
+#: A window-title OSC ended by BEL, a clear-screen CSI, a C1 CSI, CR and rich markup.
+SLUG = "evil\x1b]0;pwned\x07[bold red]x[/]"
+DEMO = "d\x1b[2J\r\x9b31m"
+MESSAGE = "boom \x1b[31mred\x1b[0m \x07 bell\roverwrite [link=http://x]click[/link] \x7f"
+#: What rich itself writes on a terminal: SGR colours and nothing else.
+RICH_SGR = re.compile(rb"\x1b\[[0-9;]*m")
+CONTROL = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")  # C0 but \n, DEL, C1 in UTF-8
+
+
+@pytest.fixture
+def evil_log(tmp_path: Path) -> Path:
+    events = [*errored(TID), *happy(OTHER, 5.0)]
+    for env in events:
+        env["slug"] = SLUG
+        env["demo"] = DEMO
+    events[1]["metadata"]["message_scrubbed"] = MESSAGE
+    events[1]["metadata"]["exception_type"] = "Err\x1b[5m"
+    lines = [f"CVDIAG {compact(e)}" for e in events]
+    lines.append('CVDIAG {"schema_version":1,"test_id":"\x1b[31mcut')  # a malformed line: a note on stderr
+    return write(tmp_path / "app\x1b[7m.log", lines)
+
+
+COMMANDS = [
+    ("tests",),
+    ("tests", "--no-class"),
+    ("timeline", TID),
+    ("timeline", TID, "--with-logs"),
+    ("diagnose", TID),
+    ("diagnose", "--all"),
+    ("stats",),
+    ("validate",),
+    ("compare", OTHER, TID),
+    ("timeline", "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e7"),  # ambiguous: an error naming ids
+]
+
+
+def _run(args: tuple[str, ...], path: Path, env: dict[str, str]) -> tuple[bytes, bytes]:
+    full = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    proc = subprocess.run([*command(), *args, str(path)], capture_output=True, env={**full, **env}, timeout=60)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.stdout, proc.stderr
+
+
+def _on_a_terminal(args: tuple[str, ...], path: Path) -> bytes:
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update({"TERM": "xterm-256color", "COLUMNS": "200"})
+    return on_a_terminal(*args, path, env=env)[1]
+
+
+def _assert_clean(data: bytes, what: str) -> None:
+    found = CONTROL.search(data)
+    assert found is None, f"{what}: raw control byte {found.group()!r} in {data!r}"
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}, {"TERM": "dumb"}], ids=["pipe", "no-color", "dumb"])
+def test_piped_output_holds_no_control_characters(evil_log: Path, args: tuple[str, ...], env: dict[str, str]) -> None:
+    out, err = _run(args, evil_log, env)
+    _assert_clean(out, "stdout")
+    _assert_clean(err, "stderr")
+    assert b"\x1b" not in out + err
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+def test_a_terminal_gets_rich_colours_but_log_text_stays_text(evil_log: Path, args: tuple[str, ...]) -> None:
+    out = _on_a_terminal(args, evil_log)
+    _assert_clean(RICH_SGR.sub(b"", out), "terminal")
+
+
+def test_what_a_user_sees_is_the_escaped_text(evil_log: Path) -> None:
+    out, err = _run(("timeline", TID), evil_log, {})
+    text = out.decode()
+    assert "slug evil\\x1b]0;pwned\\x07[bold red]x[/]" in text  # markup shown as typed
+    assert "exception_type=Err\\x1b[5m" in text
+    _, err = _run(("tests",), evil_log, {})
+    assert "app\\x1b[7m.log:10: cut or not JSON" in err.decode()  # the file name in the malformed-line note
+    rich = _on_a_terminal(("timeline", TID), evil_log).decode()
+    assert "[bold red]x[/]" in rich and "[link=http://x]click[/link]" in RICH_SGR.sub(b"", rich.encode()).decode()
+
+
+def test_the_pytest_failure_section_escapes_log_content(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import cvdiag
+
+        def test_fails():
+            with cvdiag.agent_scope("agent\\x1b]0;title\\x07[bold]x"):
+                pass
+            raise AssertionError("failed")
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    section = result.stdout.str().split(" cvdiag ", 1)[1]
+    assert "agent_name=agent\\x1b]0;title\\x07[bold]x" in section
+    assert "\x1b" not in section and "\x07" not in section

@@ -1,0 +1,161 @@
+"""``tests`` and ``timeline`` at 80 and 120 columns, piped and on a terminal: no line
+wider than the terminal, ids never wrapped, and a ``next:`` hint that works."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from cvdiag_cli import command, on_a_terminal, run
+from logkit import aborted, compact, envelope, errored, happy, write
+
+# Ids minted in one millisecond share their first 15 characters (time, version), and
+# two of these share 35: a fixed-length prefix cannot tell them apart.
+_MS = "0190a9c0-1a2b-7"
+_rng = random.Random(11)
+SAME_MS = [
+    f"{_MS}{_rng.getrandbits(12):03x}-{0x8000 | _rng.getrandbits(14):04x}-{_rng.getrandbits(48):012x}" for _ in range(6)
+]
+TWINS = [f"{_MS}c3d-8e4f-5a6b7c8d9e0{c}" for c in "ab"]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _log(tmp_path: Path, *, days: int = 1) -> Path:
+    events = []
+    for k, tid in enumerate(SAME_MS):
+        events += happy(tid, k * 2.0) if k % 2 else errored(tid, k * 2.0)
+    events += aborted(TWINS[1], 20.0) + happy(TWINS[0], 30.0)
+    if days > 1:
+        events += happy("d4-agno-next-day", 86_400.0)
+    events.sort(key=lambda e: e["ts"])
+    return write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in events])
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> str:
+    """Rich output, as a user at a terminal sees it, without the colour codes."""
+    full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    full_env.update({"TERM": "xterm-256color", **env})
+    code, out = on_a_terminal(*args, env=full_env, cwd=cwd)
+    assert code == 0, out
+    assert b"\x1b[" in out  # it did draw in colour
+    return ANSI.sub("", out.decode())
+
+
+def _output(mode: str, args: list[str], width: int, cwd: Path) -> str:
+    env = {"COLUMNS": str(width)}
+    if mode == "rich":
+        return _on_a_terminal(args, env, cwd)
+    proc = subprocess.run([*command(), *args], capture_output=True, env={**os.environ, **env}, cwd=cwd, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.decode()
+
+
+def _shown_id(line: str) -> str:
+    return line.split()[0]
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_tests_fits_the_terminal_and_its_hint_finds_one_test(tmp_path: Path, mode: str, width: int) -> None:
+    _log(tmp_path)
+    out = _output(mode, ["tests", "app.log"], width, tmp_path)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width, out
+    every = [*SAME_MS, *TWINS]
+    rows = [line for line in lines if line.strip().startswith(_MS)]
+    assert len(rows) == len(every)
+    for row in rows:  # one id per row, whole or cut in the middle past a unique prefix
+        shown = _shown_id(row.strip())
+        head, _, tail = shown.partition("…")
+        matches = [t for t in every if t.startswith(head) and t.endswith(tail)]
+        assert len(matches) == 1, (shown, out)
+    assert f"{len(every)} tests, 4 failed, on 2026-11-21 (UTC)" in out
+    assert re.search(r"\b10:00:\d\d\.\d{3}\b", out) or width < 100  # time of day when the start column fits
+    assert "2026-11-21T" not in out
+    hint = next(line for line in lines if line.startswith("next: "))
+    argv = shlex.split(hint.removeprefix("next: "))
+    assert argv[:2] == ["cvdiag", "timeline"] and len(argv[2]) >= 8
+    proc = subprocess.run([*command(), *argv[1:]], capture_output=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().splitlines()[0].startswith(f"test {SAME_MS[0]} ")
+
+
+def test_twins_minted_in_one_millisecond_get_a_hint_long_enough(tmp_path: Path) -> None:
+    events = [*aborted(TWINS[1], 0.0), *happy(TWINS[0], 1.0)]
+    path = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in events])
+    r = run("tests", path)
+    hint = next(line for line in r.out.splitlines() if line.startswith("next: "))
+    prefix = shlex.split(hint)[3]
+    assert prefix == TWINS[1]  # they differ only in the last character
+    assert run("timeline", prefix, path).code == 0
+
+
+def test_the_hint_prefix_is_eight_characters_when_that_is_unique(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in aborted("5b2e7f01-aaaa-7bbb-8ccc-000000000001")]
+    )
+    r = run("tests", path)
+    assert f"next: cvdiag timeline 5b2e7f01 {path}" in r.out.splitlines()
+
+
+def test_stamps_stay_whole_when_the_tests_span_two_days(tmp_path: Path) -> None:
+    _log(tmp_path, days=2)
+    out = _output("plain", ["tests", "app.log"], 200, tmp_path)
+    assert "2026-11-21T10:00:00.000Z" in out and "2026-11-22T10:00:00.000Z" in out
+    assert "(UTC)" not in out
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_timeline_fits_the_terminal_with_boundaries_whole(tmp_path: Path, mode: str, width: int) -> None:
+    events = happy(TWINS[0], 0.0)
+    events.insert(
+        3,
+        envelope(
+            TWINS[0],
+            "backend.llm.call.heartbeat",
+            3.0,
+            metadata={"elapsed_ms_since_start": 2980},
+        ),
+    )
+    write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in events])
+    out = _output(mode, ["timeline", TWINS[0], "app.log"], width, tmp_path)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width, out
+    assert lines[0].startswith(f"test {TWINS[0]}")
+    for env in events:
+        assert any(env["boundary"] in line for line in lines), env["boundary"]
+    assert any("no event for" in line for line in lines)
+    assert any(re.search(r"\+0\.500 s .*backend\.llm\.call\.response .*ok", line) for line in lines) or width < 100
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+def test_long_ids_are_cut_in_the_middle_past_their_unique_prefix(tmp_path: Path, mode: str) -> None:
+    ids = [f"nightly-{k:02d}-regression-suite-chat-streaming-agno-gpt-4o-mini" for k in range(3)]
+    events = [*errored(ids[0], 0.0), *happy(ids[1], 1.0), *aborted(ids[2], 2.0)]
+    write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in events])
+    lines = _output(mode, ["tests", "app.log"], 80, tmp_path).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line.strip() for line in lines if line.strip().startswith("nightly-")]
+    assert [_shown_id(r)[:10] for r in rows] == [i[:10] for i in ids]
+    assert all("…" in _shown_id(r) and _shown_id(r).endswith("mini") for r in rows)
+    assert [r.split()[-1] for r in rows] == ["server-error", "ok", "client-disconnect"]
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+def test_diagnose_all_cuts_reasons_to_fit_and_stats_aligns_numbers(tmp_path: Path, mode: str) -> None:
+    _log(tmp_path)
+    lines = _output(mode, ["diagnose", "--all", "app.log"], 80, tmp_path).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line.strip() for line in lines if line.strip().startswith(_MS)]
+    assert len(rows) == 8 and all(_shown_id(r) in [*SAME_MS, *TWINS] for r in rows)
+    assert any(r.split()[1] == "client-disconnect" and r.split()[2] == "The" for r in rows)
+    stats = _output("plain", ["stats", "app.log"], 120, tmp_path).splitlines()
+    header = stats[0]
+    row = next(line for line in stats if "backend.request.ingress" in line)
+    assert row.index(" 8") + 2 == header.index("count") + len("count")  # right-aligned under its header
