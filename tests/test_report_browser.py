@@ -125,7 +125,7 @@ def test_waterfall_draws_a_lane_per_layer_and_every_event(page: Any, log: Path) 
     assert len(page.query_selector_all("#waterfall line.hb")) == 2  # heartbeats as ticks
     llm = page.eval_on_selector_all("#waterfall g.bar-llm", "gs => gs.map(g => [g.dataset.outcome, g.dataset.label])")
     assert [o for o, _ in llm] == ["err", "timeout"]  # the retry beside the failed attempt
-    assert "attempt 0" in llm[0][1] and "InternalServerError" in llm[0][1] and "attempt 1" in llm[1][1]
+    assert "attempt 0" in llm[0][1] and "HTTP 500" in llm[0][1] and "attempt 1" in llm[1][1]
     assert page.query_selector("#waterfall .first-token") is not None
     assert page.eval_on_selector_all("#waterfall .silence-g", "gs => gs.map(g => +g.dataset.gapMs)") == [1640]
     request = page.eval_on_selector_all(

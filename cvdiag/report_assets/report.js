@@ -483,7 +483,10 @@
     if (bar.open) return (bar.row === "llm" ? "no answer" : "no end") + " after " + dur;
     if (bar.row === "llm") {
       var a = md.attempt !== undefined && md.attempt !== null ? "attempt " + md.attempt : (md.model || start.model || "LLM call");
-      var why = md.error_class || md.error_type || (md.http_status && md.http_status >= 400 ? "HTTP " + md.http_status : "");
+      // A provider's status says more than the client's exception class (HTTPStatusError).
+      var why = md.http_status && md.http_status >= 400
+        ? "HTTP " + md.http_status + (md.error_type ? " " + md.error_type : "")
+        : md.error_class || md.error_type || "";
       return a + " \u00b7 " + dur + (why ? " \u00b7 " + why : "");
     }
     if (bar.row === "agent") return (start.agent_name || "agent") + " \u00b7 " + dur + (md.terminal_outcome && md.terminal_outcome !== "ok" ? " \u00b7 " + md.terminal_outcome : "");

@@ -71,7 +71,9 @@ def test_report_of_a_real_run_shows_each_failure_for_what_it_is(
             assert f"verdict: {EXPECTED[name]}" in page.text_content("#diagnosis")
             bars = page.eval_on_selector_all("#waterfall g.bar", "gs => gs.map(g => g.dataset.label)")
             if name == "provider-500":
-                assert any("InternalServerError" in b for b in bars), bars
+                llm = [e["metadata"] for e in events[name] if e["boundary"] == "backend.llm.call.response"]
+                assert llm and all(m["http_status"] == 500 for m in llm), llm
+                assert sum(b.startswith("attempt ") and "HTTP 500" in b for b in bars) == len(llm), bars
             if name == "hang-up":
                 assert any(b.startswith("aborted rst") for b in bars), bars
             if name == "slow":
