@@ -111,8 +111,14 @@ BEARER = re.compile(
 
 
 def _shape(prefix: str, width: int, body: str) -> re.Pattern[str]:
-    """``prefix`` (``width`` characters long) then ``body``, not glued to a word before it."""
-    return re.compile(f"{prefix}(?<![A-Za-z0-9_\\-][\\s\\S]{{{width}}}){body}", re.ASCII)
+    """``prefix`` (``width`` characters long) then ``body``, not glued to a word before it.
+
+    A URL escape (``key%3Dsk-…``) or a string escape (``\\nsk-…``) right before the
+    prefix is a separator, not part of a word.
+    """
+    glued = f"(?<![A-Za-z0-9_\\-][\\s\\S]{{{width}}})"
+    escaped = f"(?<=%[0-9A-Fa-f]{{2}}[\\s\\S]{{{width}}})|(?<=\\\\[nrt][\\s\\S]{{{width}}})"
+    return re.compile(f"{prefix}(?:{glued}|{escaped}){body}", re.ASCII)
 
 
 # (literal every match contains, pattern): a pattern runs only when its literal is present,

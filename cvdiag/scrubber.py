@@ -43,6 +43,9 @@ _REFERENCE_PREFIXES = ("${", "{{", "%(", "$(", "os.environ", "process.env")
 _ENV_REFERENCE = re.compile(r"\$[A-Z_][A-Z0-9_]{0,127}")
 _MASK_CHARS = "*•·xX.…#-_ "
 _MASK_DELETE = str.maketrans("", "", "*•·….")
+_MASK_RUN_CHARS = "xX*•#"
+# A key shape cut by someone's mask (sk-proj-Ab3d…) shows at most this much of itself.
+_VISIBLE_BEFORE_MASK = 16
 _PLACEHOLDERS = words(
     "none null nil undefined true false redacted [redacted] <redacted> <hidden> [hidden] [filtered]"
     " <masked> [masked] changeme"
@@ -71,8 +74,7 @@ def _is_masked(value: str) -> bool:
     # sk-proj-****…abcd: a mask run and little left visible (a prefix and the last few chars).
     if ("…" in v or "..." in v or "***" in v) and len(v.translate(_MASK_DELETE)) <= 16:
         return True
-    tail = v[max(v.rfind("-"), v.rfind("_")) + 1 :]  # sk-xxxxxxxxxxxx
-    return len(tail) >= 4 and len(set(tail.lower())) == 1 and not tail.isdigit()
+    return _is_mask_run(v[max(v.rfind("-"), v.rfind("_")) + 1 :])  # sk-xxxxxxxxxxxx
 
 
 def _value_replacement(key: str, sep: str, v: re.Match[str]) -> str | None:
@@ -179,14 +181,22 @@ def _bearer(m: re.Match[str]) -> str:
     return m.group(0)[: m.start(2) - m.start()] + REDACTED
 
 
+def _is_mask_run(segment: str) -> bool:
+    """``xxxx``, ``XXXX``, ``****``: four or more of one mask character, nothing else.
+
+    Only mask characters count: a real key may end in ``_R`` or ``-aaaa`` by chance.
+    """
+    return len(segment) >= 4 and segment[0] in _MASK_RUN_CHARS and not segment.strip(segment[0])
+
+
 def _key_shape(m: re.Match[str]) -> str:
-    s, end = m.string, m.end()
-    # sk-…abcd, sk-proj-****abcd, sk-xxxxxxxx: someone already masked it.
-    if s[end : end + 1] in ("…", "*") or s.startswith("...", end):
-        return m.group(0)
-    body = m.group(0).rsplit("-", 1)[-1].rsplit("_", 1)[-1]
-    if len(set(body.lower())) == 1:
-        return m.group(0)
+    s, key, end = m.string, m.group(0), m.end()
+    # sk-…abcd, sk-proj-****abcd: someone already masked it, leaving a short prefix visible.
+    cut_short = s[end : end + 1] in ("…", "*") or s.startswith("...", end)
+    if cut_short and len(key) <= _VISIBLE_BEFORE_MASK:
+        return key
+    if _is_mask_run(key[max(key.rfind("-"), key.rfind("_")) + 1 :]):  # sk-xxxxxxxxxxxx
+        return key
     return REDACTED
 
 
