@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import structlog
@@ -19,8 +20,19 @@ from . import config
 from .caps import render_capped
 from .context import current_context, resolve_slug
 from .ids import new_span_id, new_test_id
-from .schema import ACCOUNTING_SLUG, EDGE_HEADERS, ENVELOPE_CAP_BYTES, OUTCOMES, SCHEMA_VERSION, Boundary, Tier, lookup
-from .scrubber import is_sensitive_key, scrub, scrub_tree
+from .schema import (
+    ACCOUNTING_SLUG,
+    DEMO_MAX_CHARS,
+    EDGE_HEADER_MAX_CHARS,
+    EDGE_HEADERS,
+    ENVELOPE_CAP_BYTES,
+    OUTCOMES,
+    SCHEMA_VERSION,
+    Boundary,
+    Tier,
+    lookup,
+)
+from .scrubber import is_sensitive_key, scrub_clipped, scrub_tree
 from .sinks import FileSink, Sink, StdoutSink
 from .writer import Writer
 
@@ -193,13 +205,22 @@ def _has_sensitive_key(boundary: Boundary) -> bool:
     return found
 
 
+@lru_cache(maxsize=1024)
+def _scrubbed_demo(demo: str) -> str:
+    """A request path's first segment can hold a key or an email; a service has few demos."""
+    return scrub_clipped(demo, DEMO_MAX_CHARS)
+
+
 def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Scrub every string leaf of metadata, and edge header values (spec section 7).
+    """Scrub ``demo``, every string leaf of metadata and edge header values, then cut
+    the last two to their length limits (spec section 7: scrub first, cut after).
 
     Metadata of plain numbers under harmless key names (most boundaries) has nothing
-    to scrub and skips the walk.
+    to scrub and skips the walk. The other string fields are ids, enums and
+    timestamps that cvdiag itself made or sanitized.
     """
     envelope = event["envelope"]
+    envelope["demo"] = _scrubbed_demo(envelope["demo"])
     metadata = envelope["metadata"]
     if metadata and (
         not _PLAIN.issuperset(map(type, metadata.values()))
@@ -209,7 +230,9 @@ def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, A
         envelope["metadata"] = scrub_tree(metadata)
     edge = envelope["edge_headers"]
     if edge is not NO_EDGE_HEADERS:
-        envelope["edge_headers"] = {k: (None if v is None else scrub(v)) for k, v in edge.items()}
+        envelope["edge_headers"] = {
+            k: (None if v is None else scrub_clipped(v, EDGE_HEADER_MAX_CHARS)) for k, v in edge.items()
+        }
     return event
 
 

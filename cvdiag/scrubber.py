@@ -12,7 +12,7 @@ from functools import lru_cache
 from . import scrub_patterns as p
 from .scrub_patterns import is_sensitive_key, words
 
-__all__ = ["REDACTED", "SCAN_LIMIT", "is_sensitive_key", "scrub", "scrub_tree"]
+__all__ = ["REDACTED", "SCAN_LIMIT", "is_sensitive_key", "scrub", "scrub_clipped", "scrub_tree"]
 
 REDACTED = "[REDACTED]"
 SCAN_LIMIT = 2048
@@ -341,6 +341,16 @@ def scrub(value: object) -> str:
         return _scrub_text(value)
     except Exception:
         return REDACTED
+
+
+def scrub_clipped(value: object, limit: int) -> str:
+    """``scrub``, then cut to ``limit`` characters ending in ``…`` (spec section 7).
+
+    In this order a cut can never leave part of a secret for the scrubber to miss
+    (``sk-proj-Zx9Q…`` reads as someone's mask).
+    """
+    text = scrub(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 _PLAIN_TYPES = frozenset({type(None), bool, int, float})
