@@ -71,12 +71,14 @@ KEY_SEP = re.compile(
 )
 VALUE = re.compile(
     r"""(?P<done>(?:(?i:bearer|basic|token|digest|apikey|sso-key)[ \t]{1,4}+)?\[REDACTED\])
-      | (?P<ref>\$\{[^}\s]{1,128}\}|\{\{[^}\n]{1,128}\}\}|%\([A-Za-z_]\w{0,63}\)s|\$\([^)\n]{1,128}\)
+      | (?P<ref>\$\{[^}\s]{1,128}\}|\$?\{\{[^}\n]{1,128}\}\}|%\([A-Za-z_]\w{0,63}\)s|\$\([^)\n]{1,128}\)
           |os\.environ(?:\[[^\]\n]{1,128}\]|\.get\([^)\n]{1,128}\)))
       | \\"(?:[^\\\n]|\\(?!")){0,4096}+(?:\\"|$)
       | "(?:[^"\\\n]|\\.){0,4096}+(?:"|$)
       | '(?:[^'\\\n]|\\.){0,4096}+(?:'|$)
       | (?P<scheme>(?i:digest)[ \t]{1,4}+)[^\r\n]{1,4096}+
+      | (?P<schemeref>(?i:bearer|basic|token|apikey|sso-key)[ \t]{1,4}+
+          (?:\$\{\{?[^}\n]{1,128}\}\}?|\$[A-Za-z_]\w{0,127}|<[^<>\n]{1,64}>|\*{3,64}|\[[^\]\n]{1,64}\]))
       | (?P<scheme2>(?i:bearer|basic|token|apikey|sso-key)[ \t]{1,4}+)?[^\s,;&"'<>{}\[\]()\\]{1,4096}+
     """,
     re.X | re.ASCII,
@@ -106,7 +108,12 @@ CLI_FLAG = re.compile(
 NETRC = re.compile(r"login[ \t]{1,4}+\S{1,256}+[ \t]{1,4}+password[ \t]{1,4}+(?P<val>\S{1,4096}+)", re.ASCII)
 
 BEARER = re.compile(
-    r"[Bb][Ee][Aa][Rr][Ee][Rr](?<![\w\-][\s\S]{6})([ \t]{1,4}+)([A-Za-z0-9._~+/\-]{8,4096}+=*)", re.ASCII
+    r"[Bb][Ee][Aa][Rr][Ee][Rr](?<![\w\-][\s\S]{6})([ \t]{1,4}+)([A-Za-z0-9._~+/\-]{4,4096}+=*)", re.ASCII
+)
+# Bare "Basic <credentials>" and "Token <key>" (DRF, GitHub): capitalised, since lowercase
+# "basic" and "token" are everyday words.
+BASIC_OR_TOKEN = re.compile(
+    r"(?:Basic|BASIC|Token|TOKEN)(?<![\w\-][\s\S]{5})([ \t]{1,4}+)([A-Za-z0-9._~+/\-]{4,4096}+=*)", re.ASCII
 )
 
 

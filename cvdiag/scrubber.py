@@ -35,6 +35,7 @@ _CLOSERS = ")]}>\"'"
 _PLAIN_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ /.,;()[]{}'\"!?-_\t"
 _PLAIN_HINTS = re.compile(
     "k-|k_|--|xai-|pplx-|glpat-|xox|gsk_|hf_|npm_|gh|whsec_|AIza|A[KSGIRN][A-Z]A|eyJ|earer|EARER|login|PRIVATE"
+    "|Basic|BASIC|Token|TOKEN"
 )
 _PLAIN_MAX = 64
 
@@ -56,8 +57,18 @@ _PROSE = words(
     " malformed provided present absent ok yes set unset bad wrong incorrect denied rejected failed error must"
     " should cannot could did does for of in on to from with and or unknown unauthorized forbidden refused"
 )
+# Words that follow a bare auth scheme in prose ("Bearer tokens", "Basic authentication").
+_SCHEME_PROSE = words(
+    "token tokens auth authentication authorization authorisation scheme schemes header headers credential"
+    " credentials prefix string strings value values type types format realm challenge required expected"
+    " expired only instead also first keyword mode flow grant grants access example here there usage limit"
+    " limits count counts budget length size jwt jwts oauth oauth2 openid api key keys secret secrets password"
+    " login user users request requests response responses call calls check checks support supported please"
+    " via used uses use using works work method methods style scheme-based bearer basic digest this that these"
+    " those it its as at by but if when then than so all any some every each other others which who"
+)
+_PROSE_SUFFIXES = ("ing", "ed", "ion", "ions", "ly", "ment", "ments", "ness", "ity", "ies", "es", "able", "al")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-_CREDENTIAL_CHAR = re.compile(r"[\d./+=~]")
 _OAUTH_CODE_OK = re.compile(r"\d{1,6}|[a-z_.\-]+|[A-Z_.\-]+")
 _HOST_KEY_END = re.compile(r"(?:key|token|password|passwd|pwd|secret|signature|sig|cookie|credentials?|auth\w*)$", re.I)
 
@@ -80,7 +91,7 @@ def _is_masked(value: str) -> bool:
 def _value_replacement(key: str, sep: str, v: re.Match[str]) -> str | None:
     """What replaces the value after a sensitive key, or None to leave it."""
     val = v.group(0)
-    if v.group("done") or v.group("ref"):
+    if v.group("done") or v.group("ref") or v.group("schemeref"):
         return None
     if key.strip("_-").lower() == "code" and _OAUTH_CODE_OK.fullmatch(val.strip("\"'\\")):
         return None  # an error or status code, not an OAuth code
@@ -173,12 +184,39 @@ def _userinfo(m: re.Match[str]) -> str:
     return m.group(0) if m.group(1) == REDACTED else "://" + REDACTED + "@"
 
 
-def _bearer(m: re.Match[str]) -> str:
-    token = m.group(2)
-    # "Bearer token expired" is prose: a credential is long or has digits or base64 punctuation.
-    if _is_masked(token) or not (len(token) >= 20 or _CREDENTIAL_CHAR.search(token)):
+def _is_auth_param(m: re.Match[str]) -> bool:
+    """``Bearer realm="api"``, ``Bearer error=invalid_token``: a challenge, not a credential."""
+    token, after = m.group(2), m.string[m.end() : m.end() + 1]
+    return token.endswith("=") and (after == '"' or after.isalnum())
+
+
+def _looks_like_prose(word: str, suffixes: bool) -> bool:
+    lowered = word.lower()
+    if lowered in _SCHEME_PROSE or lowered in _PROSE:
+        return True
+    # "Token counting", "Basic usage": only where a scheme word is also an everyday word.
+    return suffixes and word.isalpha() and word[1:].islower() and lowered.endswith(_PROSE_SUFFIXES)
+
+
+def _scheme_value(m: re.Match[str], suffixes: bool) -> str:
+    """The credential after a bare ``Bearer``/``Basic``/``Token`` goes, even when all letters.
+
+    Kept: an everyday word after the scheme ("Bearer tokens are…", "uses Bearer auth",
+    "Token limit exceeded"), an auth-param of a challenge, and masks or placeholders.
+    """
+    token, s, end = m.group(2), m.string, m.end()
+    masked = _is_masked(token) or s[end : end + 1] in ("*", "…", "•") or s.startswith("...", end)
+    if masked or _is_auth_param(m) or _looks_like_prose(token, suffixes):
         return m.group(0)
     return m.group(0)[: m.start(2) - m.start()] + REDACTED
+
+
+def _bearer(m: re.Match[str]) -> str:
+    return _scheme_value(m, suffixes=False)
+
+
+def _basic_or_token(m: re.Match[str]) -> str:
+    return _scheme_value(m, suffixes=True)
 
 
 def _is_mask_run(segment: str) -> bool:
@@ -258,6 +296,8 @@ def _patterns(text: str) -> str:
         text = p.NETRC.sub(_netrc, text)
     if "bearer" in lowered:
         text = p.BEARER.sub(_bearer, text)
+    if "Basic" in text or "Token" in text or "BASIC" in text or "TOKEN" in text:
+        text = p.BASIC_OR_TOKEN.sub(_basic_or_token, text)
     for literal, pattern in p.KEY_SHAPES:
         if literal in text:
             text = pattern.sub(_key_shape, text)

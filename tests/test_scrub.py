@@ -435,3 +435,49 @@ def test_hostile_input_finishes(text):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+# --- a bare auth scheme and its token (issue 9 item 3) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("auth Bearer secrettoken", "secrettoken"),
+        ("sent bearer abcdefgh upstream", "abcdefgh"),
+        ("retrying with Bearer QWERTYuiop", "QWERTYuiop"),
+        ("header was Bearer hunter", "hunter"),
+        ("auth Token secrettoken", "secrettoken"),
+        ("auth Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+        ("sent Basic dXNlcjpzM2NyM3Q= upstream", "dXNlcjpzM2NyM3Q="),
+        ("using Token 9944b09199c62bcf9418ad846dd0e4bb", "9944b09199c62bcf9418ad846dd0e4bb"),
+    ],
+)
+def test_token_after_a_bare_auth_scheme_is_a_secret_even_when_all_letters(text, secret):
+    out = scrub(text)
+    assert secret not in out and REDACTED in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Bearer tokens are short-lived",
+        "the service uses Bearer auth",
+        "Bearer authentication failed",
+        "expected a Bearer token in the Authorization header",
+        "Authorization header must start with Bearer",
+        'WWW-Authenticate: Bearer realm="api", error="invalid_token"',
+        "WWW-Authenticate: Bearer error=invalid_token",
+        "Bearer JWT expected",
+        "Basic authentication is disabled",
+        "Basic usage: pass a model name",
+        "Token limit exceeded for this request",
+        "Token counting is approximate",
+        "token_type=Bearer",
+        "Authorization: Bearer ${OPENAI_API_KEY}",
+        "Authorization: Bearer <token>",
+        "Authorization: Bearer ***",
+    ],
+)
+def test_prose_about_auth_schemes_survives(text):
+    assert scrub(text) == text
