@@ -29,6 +29,9 @@ _NON_ALNUM = re.compile(r"[^a-z0-9]+", re.ASCII)
 _SENSITIVE_NAME = re.compile(
     r"pass(?:wd|word|phrase)|pwd|secret|token|credential|(?:^|_)creds?(?:_|$)|signature|(?:^|_)sig(?:_|$)"
     r"|cookie|authorization|(?:^|_)auth(?:_|$)|authtoken|sessionid|sessid|^session(?:_(?:key|secret))?$"
+    # session cookies: connect.sid, laravel_session, _myapp_session, ASP.NET_SessionId, _gh_sess
+    # (a bare session_id is an agent framework's conversation id; _session_id is Rails' cookie)
+    r"|(?:^|_)sid$|_session_id$|_session$|(?:^|_)sess$"
     r"|api_?key|(?:access|private|secret|signing|encryption|master|account|subscription|service)_?key"
     r"|^code$|code_verifier",
     re.ASCII,
@@ -54,11 +57,13 @@ def is_sensitive_key(name: str) -> bool:
     # google.auth.exceptions.RefreshError, spring.datasource.password: the last part names it.
     name = name.rsplit(".", 1)[-1] if "." in name else name
     norm = _NON_ALNUM.sub("_", _CAMEL.sub("_", name).lower()).strip("_")
+    if name[0] == "_" and norm == "session_id":
+        return True
     return bool(_SENSITIVE_NAME.search(norm)) and not _COUNT_OR_TYPE_NAME.search(norm)
 
 
 # Lowercase stems that every sensitive key name contains; the scan for keys starts at them.
-KEY_STEMS = ("pass", "pwd", "secret", "token", "key", "cred", "sig", "auth", "cookie", "sess", "code")
+KEY_STEMS = ("pass", "pwd", "secret", "token", "key", "cred", "sig", "sid", "auth", "cookie", "sess", "code")
 # A stem is worth a closer look only when a separator follows the name it is part of.
 SEPARATOR_AHEAD = re.compile(r"[\w.\-]{0,63}+\\?[\"']?[ \t]{0,4}+(?:=>|[:=]|%3[Dd])", re.ASCII)
 KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -106,6 +111,40 @@ CLI_FLAG = re.compile(
     r"--(?<![\w\-]--)(?P<flag>[A-Za-z][\w\-]{0,63}+)[ \t]{1,4}+(?P<val>[^\s\-\"'][^\s\"']{0,4095}+)", re.ASCII
 )
 NETRC = re.compile(r"login[ \t]{1,4}+\S{1,256}+[ \t]{1,4}+password[ \t]{1,4}+(?P<val>\S{1,4096}+)", re.ASCII)
+
+# Python credentials pairs: auth=("user", "pw"), session.auth = (...), HTTPBasicAuth("user", "pw").
+AUTH_PAIR = re.compile(
+    r"""(?:Auth\(|(?i:auth)["']?[ \t]{0,4}+[=:][ \t]{0,4}+\()[ \t]{0,4}+(?:"[^"\\\n]{0,256}+"|'[^'\\\n]{0,256}+')"""
+    r"""[ \t]{0,4}+,[ \t]{0,4}+(?P<q>["'])(?P<pw>[^"'\\\n]{1,4096}+)(?P=q)""",
+    re.ASCII,
+)
+# curl -u user:pw, --user, --proxy-user (a password after the colon).
+CLI_USER = re.compile(
+    r"""(?:-u|-U|--user|--proxy-user)(?<![\w\-]-u|[\w\-]-U)(?<![\w\-]--user)(?:[ \t]{1,4}+|=|["'],[ \t]{0,4}+)?["']?"""
+    r"""(?P<user>[^\s"':@/]{1,256}+):(?P<pw>[^\s"']{1,4096}+)""",
+    re.ASCII,
+)
+# Webhook URLs whose path is the secret (Slack, Discord, Microsoft Teams): the host stays.
+WEBHOOK = re.compile(
+    r"(?:hooks\.slack\.com/(?:services|workflows|triggers)/|discord(?:app)?\.com/api/webhooks/"
+    r"|\.webhook\.office\.com/webhookb2/)(?P<path>[A-Za-z0-9_\-/%@.]{8,2048}+)",
+    re.ASCII,
+)
+WEBHOOK_HINTS = ("hooks.slack.com", "/api/webhooks/", "webhook.office.com")
+# An AWS SigV4 credential: the access key id goes, the credential scope after it stays.
+SIGV4_SCOPE = re.compile(
+    r"(?:/|%2[Ff])\d{8}(?:/|%2[Ff])[a-z0-9\-]{1,32}(?:/|%2[Ff])[a-z0-9\-]{1,32}(?:/|%2[Ff])aws4_request", re.ASCII
+)
+# A cookie as a record: {'name': 'sessionid', 'value': '…'} (Playwright, Selenium),
+# Cookie(version=0, name='sessionid', value='…') (http.cookiejar).
+NAMED_COOKIE = re.compile(
+    r"""name["']?[ \t]{0,4}+[:=][ \t]{0,4}+(?P<nq>["'])(?P<name>[^"'\\\n]{1,128}+)(?P=nq)[ \t]{0,4}+,[ \t]{0,4}+"""
+    r"""["']?value["']?[ \t]{0,4}+[:=][ \t]{0,4}+(?P<q>["'])(?P<val>[^"'\\\n]{1,4096}+)(?P=q)""",
+    re.ASCII,
+)
+# A Set-Cookie header folded onto one line: ", name=" starts the next cookie.
+FOLDED_COOKIE = re.compile(r",[ \t]{0,4}+(?=[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}+=)(?![0-9]{1,2} )", re.ASCII)
+COOKIE_ATTRIBUTES = words("path domain expires max-age secure httponly samesite partitioned priority version comment")
 
 BEARER = re.compile(
     r"[Bb][Ee][Aa][Rr][Ee][Rr](?<![\w\-][\s\S]{6})([ \t]{1,4}+)([A-Za-z0-9._~+/\-]{4,4096}+=*)", re.ASCII
@@ -172,7 +211,8 @@ _END = r"(?![\w\-]|\.\d)"
 NUMBERS = re.compile(
     r"[\d(+A-Z](?<![\w.+\-][\s\S])(?:"
     r"(?<=\d)\d{0,2}\.\d{1,3}\.\d{1,3}\.\d{1,3}" + _END + "(?P<ipv4>)"
-    r"|(?<=\d)\d{2}-\d{2}-\d{4}" + _END + "(?P<ssn>)"
+    r"|(?<=\d)\d{2}(?P<ssep>[- ])\d{2}(?P=ssep)\d{4}" + _END + "(?P<ssn>)"
+    r"|(?<=[A-Z])[A-Z](?: \d{2} \d{2} \d{2} |\d{6})[A-D](?![A-Za-z0-9])(?P<nino>)"
     r"|(?:(?<=\()\d{3}\)[ ]?\d{3}[ .\-]\d{4}|(?<=\d)\d{2}(?P<psep>[.\-])\d{3}(?P=psep)\d{4}"
     r"|(?<=0)\d{2,4}[ \-]\d{3,4}[ \-]\d{3,4}|(?<=0)\d{4}[ ]\d{6})" + _END + "(?P<phone>)"
     r"|(?<=\d)(?:[ \-]?\d){12,18}" + _END + "(?P<card>)"
@@ -233,8 +273,17 @@ def is_iban(candidate: str) -> bool:
 
 
 def is_ssn(candidate: str) -> bool:
-    area, group, serial = candidate.split("-")
+    area, group, serial = candidate.replace(" ", "-").split("-")
     return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+_NINO_NEVER_PREFIX = words("BG GB NK KN TN NT ZZ")
+
+
+def is_nino(candidate: str) -> bool:
+    """A UK National Insurance number: the prefix letters HMRC never issues are excluded."""
+    first, second = candidate[0], candidate[1]
+    return first not in "DFIQUV" and second not in "DFIOQUV" and first + second not in _NINO_NEVER_PREFIX
 
 
 def is_phone(candidate: str) -> bool:

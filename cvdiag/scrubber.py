@@ -95,10 +95,18 @@ def _value_replacement(key: str, sep: str, v: re.Match[str]) -> str | None:
         return None
     if key.strip("_-").lower() == "code" and _OAUTH_CODE_OK.fullmatch(val.strip("\"'\\")):
         return None  # an error or status code, not an OAuth code
+    if _is_cookie_header(key):
+        return _quoted_cookie_header(key, val)
+    if key.lower().endswith("credential"):
+        scope = p.SIGV4_SCOPE.search(val)
+        if scope is not None and scope.start() > 0:  # AKIA…/20260101/us-east-1/s3/aws4_request
+            return val[0] + REDACTED + val[scope.start() :] if val[0] in "\"'" else REDACTED + val[scope.start() :]
     scheme = v.group("scheme") or v.group("scheme2") or ""
     if _is_masked(val[len(scheme) :]):
         return None
     quoted = val[0] in "\"'" or val.startswith('\\"')
+    if not quoted and v.string.startswith("(", v.end()):
+        return None  # auth = HTTPBasicAuth(...), password = getpass(): a call, not a value
     if not quoted and not scheme:
         if ":" in sep and val.lower() in _PROSE:
             return None
@@ -110,6 +118,52 @@ def _value_replacement(key: str, sep: str, v: re.Match[str]) -> str | None:
         closed = val.endswith(q) and len(val) >= 2 * len(q)
         return q + REDACTED + (q if closed else "")
     return scheme + REDACTED
+
+
+def _is_cookie_header(key: str) -> bool:
+    return key.lower() in ("cookie", "set-cookie", "set_cookie", "cookies")
+
+
+def scrub_cookie_header(value: str, set_cookie: bool) -> str:
+    """Every cookie's value goes; cookie names and Set-Cookie attributes stay (spec section 7)."""
+    out: list[str] = []
+    for segment in value.split(";"):
+        out.append(_cookie_segment(segment, set_cookie, first=not out))
+    return ";".join(out)
+
+
+def _cookie_segment(segment: str, set_cookie: bool, first: bool) -> str:
+    name, eq, val = segment.partition("=")
+    if not eq:  # Secure, HttpOnly; or a bare cookie value
+        return (
+            segment if not first or _is_masked(segment) else segment[: len(segment) - len(segment.lstrip())] + REDACTED
+        )
+    if set_cookie and not first and name.strip().lower() in p.COOKIE_ATTRIBUTES:
+        folded = p.FOLDED_COOKIE.search(val)  # "…GMT, b=2": the next cookie of a folded header
+        if folded is None:
+            return segment
+        return name + "=" + val[: folded.end()] + _cookie_segment(val[folded.end() :], set_cookie, first=True)
+    if _is_masked(val):
+        return segment
+    return name + "=" + REDACTED
+
+
+def _quoted_cookie_header(key: str, val: str) -> str | None:
+    """A Cookie or Set-Cookie value in JSON or a dict repr; bare ones are COOKIE_HEADER's."""
+    quote = '\\"' if val.startswith('\\"') else val[:1]
+    if quote not in ('"', "'", '\\"'):
+        return None
+    closed = val.endswith(quote) and len(val) >= 2 * len(quote)
+    inner = val[len(quote) : len(val) - len(quote) if closed else len(val)]
+    scrubbed = scrub_cookie_header(inner, key.lower().startswith("set"))
+    return None if scrubbed == inner else quote + scrubbed + (quote if closed else "")
+
+
+def _in_arn(text: str, start: int) -> bool:
+    """``arn:aws:secretsmanager:…:secret:name``: a resource name, not a secret value."""
+    floor = max(0, start - 256)
+    begin = max(text.rfind(c, floor, start) for c in " \t\n\"'=,([{") + 1
+    return text.startswith("arn:", max(begin, floor))
 
 
 def _key_start(text: str, stem_at: int) -> int:
@@ -151,7 +205,7 @@ def _key_values(text: str) -> str:
         if m is None:
             continue
         pos = m.end()
-        if not is_sensitive_key(m.group("key")):
+        if not is_sensitive_key(m.group("key")) or (m.group("sep").lstrip()[:1] == ":" and _in_arn(text, start)):
             continue
         v = p.VALUE.match(text, pos)
         replacement = None if v is None else _value_replacement(m.group("key"), m.group("sep"), v)
@@ -177,7 +231,31 @@ def _netrc(m: re.Match[str]) -> str:
 
 
 def _cookie(m: re.Match[str]) -> str:
-    return m.group(0) if _is_masked(m.group(2)) else m.group(1) + REDACTED
+    set_cookie = m.group(1).lstrip("\"'").lower().startswith("set")
+    return m.group(1) + scrub_cookie_header(m.group(2), set_cookie)
+
+
+def _auth_pair(m: re.Match[str]) -> str:
+    return (
+        m.group(0) if _is_masked(m.group("pw")) else m.group(0)[: m.start("pw") - m.start()] + REDACTED + m.group("q")
+    )
+
+
+def _cli_user(m: re.Match[str]) -> str:
+    user, pw = m.group("user"), m.group("pw")
+    if (user.isdigit() and pw.isdigit()) or _is_masked(pw):  # docker -u 1000:1000 is uid:gid
+        return m.group(0)
+    return m.group(0)[: m.start("pw") - m.start()] + REDACTED
+
+
+def _named_cookie(m: re.Match[str]) -> str:
+    if not is_sensitive_key(m.group("name")) or _is_masked(m.group("val")):
+        return m.group(0)
+    return m.group(0)[: m.start("val") - m.start()] + REDACTED + m.group("q")
+
+
+def _webhook(m: re.Match[str]) -> str:
+    return m.group(0) if m.group("path").startswith(REDACTED) else m.group(0)[: m.start("path") - m.start()] + REDACTED
 
 
 def _userinfo(m: re.Match[str]) -> str:
@@ -264,6 +342,7 @@ def _emails(text: str) -> str:
 _NUMBER_CHECKS = {
     "ipv4": p.is_public_ipv4,
     "ssn": p.is_ssn,
+    "nino": p.is_nino,
     "phone": p.is_phone,
     "card": p.is_card,
     "intl": p.is_phone,
@@ -272,7 +351,14 @@ _NUMBER_CHECKS = {
 
 
 def _number(m: re.Match[str]) -> str:
-    return REDACTED if _NUMBER_CHECKS[m.lastgroup or "card"](m.group(0)) else m.group(0)
+    kind = m.lastgroup or "card"
+    if (
+        kind == "ipv4"
+        and m.string[m.start() - 1 : m.start()] == "/"
+        and m.string[m.start() - 2 : m.start() - 1].isalpha()
+    ):
+        return m.group(0)  # Chrome/120.0.0.0: a product version in a user agent
+    return REDACTED if _NUMBER_CHECKS[kind](m.group(0)) else m.group(0)
 
 
 def _ipv6(m: re.Match[str]) -> str:
@@ -294,6 +380,14 @@ def _patterns(text: str) -> str:
         text = p.CLI_FLAG.sub(_cli_flag, text)
     if "login" in text:
         text = p.NETRC.sub(_netrc, text)
+    if "(" in text and "uth" in text:
+        text = p.AUTH_PAIR.sub(_auth_pair, text)
+    if "-u" in text or "-U" in text:
+        text = p.CLI_USER.sub(_cli_user, text)
+    if "value" in text and "name" in text:
+        text = p.NAMED_COOKIE.sub(_named_cookie, text)
+    if any(hint in text for hint in p.WEBHOOK_HINTS):
+        text = p.WEBHOOK.sub(_webhook, text)
     if "bearer" in lowered:
         text = p.BEARER.sub(_bearer, text)
     if "Basic" in text or "Token" in text or "BASIC" in text or "TOKEN" in text:
@@ -409,6 +503,9 @@ def _tree(value: object, depth: int) -> object:
         out = {}
         for k, v in value.items():
             if type(k) is str and is_sensitive_key(k):
+                if type(v) is str and _is_cookie_header(k):
+                    out[k] = scrub(scrub_cookie_header(v, k.lower().startswith("set")))
+                    continue
                 out[k] = None if v is None else REDACTED
             elif type(v) is str:
                 out[k] = scrub(v)
