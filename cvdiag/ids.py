@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from random import getrandbits
+from typing import AnyStr
 
 from .schema import DEFAULT_DEMO, SLUG_RE, TEST_ID_MAX_CHARS
 
@@ -48,46 +50,45 @@ def new_span_id() -> str:
     return f"{getrandbits(64):016x}"
 
 
+def _clean_id_bytes(chunk: bytes) -> bytes:
+    return chunk.lower().translate(None, _NOT_TEST_ID_BYTES)
+
+
+def _clean_id_text(chunk: str) -> str:
+    return _NOT_TEST_ID_CHARS.sub("", chunk.lower())
+
+
+def _clean_slug_text(chunk: str) -> str:
+    return _NOT_SLUG_CHARS.sub("", chunk.lower())
+
+
 def sanitize_test_id(raw: str | bytes | None) -> str | None:
     """The adopted form of an inbound id, or None when nothing usable is left."""
     if raw is None:
         return None
     if isinstance(raw, bytes):  # straight from ASGI headers: the hot path
         if len(raw) > _CHUNK:
-            cleaned = _clean_bytes(raw, _NOT_TEST_ID_BYTES, TEST_ID_MAX_CHARS)
+            cleaned = _clean(raw, _clean_id_bytes, TEST_ID_MAX_CHARS)
         else:
             cleaned = raw.lower().translate(None, _NOT_TEST_ID_BYTES)
         if len(cleaned) > TEST_ID_MAX_CHARS:
             cleaned = cleaned[:TEST_ID_MAX_CHARS]
         return cleaned.decode("ascii") or None
-    value = _clean_text(raw, _NOT_TEST_ID_CHARS, TEST_ID_MAX_CHARS)[:TEST_ID_MAX_CHARS]
+    value = _clean(raw, _clean_id_text, TEST_ID_MAX_CHARS)[:TEST_ID_MAX_CHARS]
     return value or None
 
 
-def _clean_bytes(raw: bytes, delete: bytes, keep: int) -> bytes:
-    """``raw`` lowercased without the ``delete`` bytes, up to ``keep`` of them or a little more."""
-    parts: list[bytes] = []
+def _clean(raw: AnyStr, clean_chunk: Callable[[AnyStr], AnyStr], keep: int) -> AnyStr:
+    """``raw`` cleaned a chunk at a time, stopping once ``keep`` characters are kept."""
+    parts = []
     kept = 0
     for start in range(0, len(raw), _CHUNK):
-        part = raw[start : start + _CHUNK].lower().translate(None, delete)
+        part = clean_chunk(raw[start : start + _CHUNK])
         parts.append(part)
         kept += len(part)
         if kept >= keep:
             break
-    return b"".join(parts)
-
-
-def _clean_text(raw: str, drop: re.Pattern[str], keep: int) -> str:
-    """The str form of ``_clean_bytes``: ``drop`` matches the characters to remove."""
-    parts: list[str] = []
-    kept = 0
-    for start in range(0, len(raw), _CHUNK):
-        part = drop.sub("", raw[start : start + _CHUNK].lower())
-        parts.append(part)
-        kept += len(part)
-        if kept >= keep:
-            break
-    return "".join(parts)
+    return raw[:0].join(parts)
 
 
 def normalize_test_id(raw: str | bytes | None) -> str:
@@ -101,7 +102,7 @@ def sanitize_slug(raw: str | bytes | None) -> str | None:
         return None
     if isinstance(raw, bytes):
         raw = raw.decode("latin-1")
-    value = _clean_text(raw, _NOT_SLUG_CHARS, _SLUG_MAX_CHARS)
+    value = _clean(raw, _clean_slug_text, _SLUG_MAX_CHARS)
     if not value:
         return None
     if not value[0].isalpha():

@@ -76,10 +76,7 @@ def auth_tuples(rng: random.Random) -> Iterator[Record]:
         "httpx.BasicAuth(username='{u}', password='{p}')",
         "kwargs={{'auth': ('{u}', '{p}'), 'verify': True}}",
     ]
-    for form in forms:
-        for _ in range(2):
-            pw = _password(rng)
-            yield _record("auth:python_tuple", form.format(u=_user(rng), p=pw), [pw], [])
+    yield from _password_forms(rng, "auth:python_tuple", forms)
 
 
 def curl_users(rng: random.Random) -> Iterator[Record]:
@@ -90,10 +87,14 @@ def curl_users(rng: random.Random) -> Iterator[Record]:
         "wget --user={u} --password={p} https://files.example.com/a.tgz",
         "curl --proxy-user {u}:{p} -x http://proxy:3128 https://example.com",
     ]
+    yield from _password_forms(rng, "auth:cli_user", forms)
+
+
+def _password_forms(rng: random.Random, family: str, forms: list[str]) -> Iterator[Record]:
     for form in forms:
         for _ in range(2):
             pw = _password(rng)
-            yield _record("auth:cli_user", form.format(u=_user(rng), p=pw), [pw], [])
+            yield _record(family, form.format(u=_user(rng), p=pw), [pw], [])
 
 
 def webhooks(rng: random.Random) -> Iterator[Record]:
