@@ -205,10 +205,13 @@ def _has_sensitive_key(boundary: Boundary) -> bool:
     return found
 
 
-@lru_cache(maxsize=1024)
-def _scrubbed_demo(demo: str) -> str:
-    """A request path's first segment can hold a key or an email; a service has few demos."""
-    return scrub_clipped(demo, DEMO_MAX_CHARS)
+# demo and edge header values repeat across a request's envelopes and across requests;
+# a long one (a 1 KB via header) is past the scrubber's own cache of short strings.
+_scrubbed_clipped_str = lru_cache(maxsize=1024)(scrub_clipped)
+
+
+def _scrubbed_clipped(value: object, limit: int) -> str:
+    return _scrubbed_clipped_str(value, limit) if type(value) is str else scrub_clipped(value, limit)
 
 
 def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -220,7 +223,7 @@ def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, A
     timestamps that cvdiag itself made or sanitized.
     """
     envelope = event["envelope"]
-    envelope["demo"] = _scrubbed_demo(envelope["demo"])
+    envelope["demo"] = _scrubbed_clipped(envelope["demo"], DEMO_MAX_CHARS)
     metadata = envelope["metadata"]
     if metadata and (
         not _PLAIN.issuperset(map(type, metadata.values()))
@@ -231,7 +234,7 @@ def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, A
     edge = envelope["edge_headers"]
     if edge is not NO_EDGE_HEADERS:
         envelope["edge_headers"] = {
-            k: (None if v is None else scrub_clipped(v, EDGE_HEADER_MAX_CHARS)) for k, v in edge.items()
+            k: (None if v is None else _scrubbed_clipped(v, EDGE_HEADER_MAX_CHARS)) for k, v in edge.items()
         }
     return event
 
