@@ -45,6 +45,7 @@ _ENV_REFERENCE = re.compile(r"\$[A-Z_][A-Z0-9_]{0,127}")
 _MASK_CHARS = "*•·xX.…#-_ "
 _MASK_DELETE = str.maketrans("", "", "*•·….")
 _MASK_RUN_CHARS = "xX*•#"
+_SCHEME_PREFIX = re.compile(r"(?i:bearer|basic|token|apikey|sso-key)[ \t]{1,4}+")
 # A key shape cut by someone's mask (sk-proj-Ab3d…) shows at most this much of itself.
 _VISIBLE_BEFORE_MASK = 16
 _PLACEHOLDERS = words(
@@ -75,9 +76,12 @@ _HOST_KEY_END = re.compile(r"(?:key|token|password|passwd|pwd|secret|signature|s
 
 def _is_masked(value: str) -> bool:
     """Already masked, a placeholder or a reference: nothing secret to replace."""
-    v = value.strip().strip("\"'\\")
+    v = value.strip().strip("\"'`\\")
     if not v or v == REDACTED or v.lower() in _PLACEHOLDERS:
         return True
+    scheme = _SCHEME_PREFIX.match(v)
+    if scheme and scheme.end() < len(v):  # `Bearer ${token}`, "Token <redacted>"
+        return _is_masked(v[scheme.end() :])
     if v.startswith(_REFERENCE_PREFIXES) or _ENV_REFERENCE.fullmatch(v) or (v[0] == "<" and v[-1] == ">"):
         return True
     if not v.strip(_MASK_CHARS):
@@ -104,7 +108,7 @@ def _value_replacement(key: str, sep: str, v: re.Match[str]) -> str | None:
     scheme = v.group("scheme") or v.group("scheme2") or ""
     if _is_masked(val[len(scheme) :]):
         return None
-    quoted = val[0] in "\"'" or val.startswith('\\"')
+    quoted = val[0] in "\"'`" or val.startswith('\\"')
     if not quoted and v.string.startswith("(", v.end()):
         return None  # auth = HTTPBasicAuth(...), password = getpass(): a call, not a value
     if not quoted and not scheme:

@@ -441,6 +441,8 @@ HOSTILE = [
     "arn:" * 2000 + "secret: x",
     "1 " * 5000,
     "AB 12 34 56 " * 500,
+    "token: `" * 1000,
+    "`" * 5000,
 ]
 
 
@@ -497,6 +499,7 @@ def test_token_after_a_bare_auth_scheme_is_a_secret_even_when_all_letters(text, 
         "Token counting is approximate",
         "token_type=Bearer",
         "Authorization: Bearer ${OPENAI_API_KEY}",
+        "fetch(url, { headers: { Authorization: `Bearer ${token}` } })",
         "Authorization: Bearer <token>",
         "Authorization: Bearer ***",
     ],
