@@ -119,6 +119,8 @@ AUTH_PAIR = re.compile(
     r"""[ \t]{0,4}+,[ \t]{0,4}+(?P<q>["'])(?P<pw>[^"'\\\n]{1,4096}+)(?P=q)""",
     re.ASCII,
 )
+# Lowercased text matches this wherever AUTH_PAIR can match (its own scan is slow).
+AUTH_PAIR_GATE = re.compile(r"""auth(?:["']?[ \t]{0,4}+[=:][ \t]{0,4}+)?\(""", re.ASCII)
 # curl -u user:pw, --user, --proxy-user (a password after the colon).
 CLI_USER = re.compile(
     r"""(?:-u|-U|--user|--proxy-user)(?<![\w\-]-u|[\w\-]-U)(?<![\w\-]--user)(?:[ \t]{1,4}+|=|["'],[ \t]{0,4}+)?["']?"""
@@ -131,7 +133,7 @@ WEBHOOK = re.compile(
     r"|\.webhook\.office\.com/webhookb2/)(?P<path>[A-Za-z0-9_\-/%@.]{8,2048}+)",
     re.ASCII,
 )
-WEBHOOK_HINTS = ("hooks.slack.com", "/api/webhooks/", "webhook.office.com")
+WEBHOOK_GATE = re.compile(r"hooks\.slack\.com/|/api/webhooks/|webhook\.office\.com/", re.ASCII)
 # An AWS SigV4 credential: the access key id goes, the credential scope after it stays.
 SIGV4_SCOPE = re.compile(
     r"(?:/|%2[Ff])\d{8}(?:/|%2[Ff])[a-z0-9\-]{1,32}(?:/|%2[Ff])[a-z0-9\-]{1,32}(?:/|%2[Ff])aws4_request", re.ASCII

@@ -199,6 +199,7 @@ def _key_values(text: str) -> str:
     lowered = text.lower()
     if len(lowered) != len(text):  # "İ".lower() is two characters: keep positions aligned
         lowered = text.translate(_ASCII_LOWER)
+    has_arn = "arn:" in text
     for at in _stem_positions(lowered):
         if at < pos or not p.SEPARATOR_AHEAD.match(text, at):
             continue
@@ -209,7 +210,9 @@ def _key_values(text: str) -> str:
         if m is None:
             continue
         pos = m.end()
-        if not is_sensitive_key(m.group("key")) or (m.group("sep").lstrip()[:1] == ":" and _in_arn(text, start)):
+        if not is_sensitive_key(m.group("key")) or (
+            has_arn and m.group("sep").lstrip()[:1] == ":" and _in_arn(text, start)
+        ):
             continue
         v = p.VALUE.match(text, pos)
         replacement = None if v is None else _value_replacement(m.group("key"), m.group("sep"), v)
@@ -384,13 +387,13 @@ def _patterns(text: str) -> str:
         text = p.CLI_FLAG.sub(_cli_flag, text)
     if "login" in text:
         text = p.NETRC.sub(_netrc, text)
-    if "(" in text and "uth" in text:
+    if "auth" in lowered and p.AUTH_PAIR_GATE.search(lowered):
         text = p.AUTH_PAIR.sub(_auth_pair, text)
     if "-u" in text or "-U" in text:
         text = p.CLI_USER.sub(_cli_user, text)
     if "value" in text and "name" in text:
         text = p.NAMED_COOKIE.sub(_named_cookie, text)
-    if any(hint in text for hint in p.WEBHOOK_HINTS):
+    if "hook" in text and p.WEBHOOK_GATE.search(text):
         text = p.WEBHOOK.sub(_webhook, text)
     if "bearer" in lowered:
         text = p.BEARER.sub(_bearer, text)
