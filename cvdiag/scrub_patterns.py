@@ -102,7 +102,7 @@ PEM = re.compile(
 # ://userinfo@ — userinfo never crosses / ? # so a query's "a@b.com" is not userinfo.
 URL_USERINFO = re.compile(r"://([^\s/?#@\"'<>]{1,512}+)@", re.ASCII)
 
-# Cookie header lines carry many name=value pairs; the whole value is the secret.
+# A Cookie or Set-Cookie header line: every cookie value in it goes, names and attributes stay.
 COOKIE_HEADER = re.compile(
     r"(?i)(?<![\w\-])((?:set-)?cookie[\"']?[ \t]{0,4}+:[ \t]{0,4}+)(?![\"'\[])([^\r\n\"'\\{}\[\]]{1,4096}+)", re.ASCII
 )
