@@ -19,7 +19,8 @@ from .emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge, note_i
 from .errors import error_metadata
 from .ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from .inflight import InFlight
-from .schema import EDGE_HEADER_MAX_CHARS, EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
+from .schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
+from .scrubber import SCAN_LIMIT, scrub_clipped
 
 _EDGE = frozenset(h.encode() for h in EDGE_HEADERS)
 _FORWARD = tuple(h.encode() for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HEADER, SLUG_HEADER))
@@ -33,10 +34,8 @@ _SCOPE_MARK = "cvdiag.request"
 
 
 def _header_text(raw: bytes) -> str:
-    value = raw.decode("latin-1")
-    if len(value) > EDGE_HEADER_MAX_CHARS:
-        return value[: EDGE_HEADER_MAX_CHARS - 1] + "…"
-    return value
+    # Not cut to its written length here: the emitter scrubs first, then cuts.
+    return raw[: SCAN_LIMIT + 1].decode("latin-1")
 
 
 def _edge_headers(found: Mapping[bytes, bytes]) -> Mapping[str, str | None]:
@@ -73,7 +72,7 @@ def _event_type(chunk: bytes) -> str:
             break
         if line.startswith(b"event:"):
             name = line[6:].strip().decode("utf-8", "replace")
-            return name[:64] or "message"
+            return scrub_clipped(name, 64) or "message"  # scrub first, cut after
     return "message"
 
 

@@ -13,8 +13,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .ids import normalize_test_id, sanitize_slug
-from .schema import DEFAULT_DEMO, DEMO_MAX_CHARS
+from .ids import DEMO_RAW_MAX_CHARS, normalize_test_id, sanitize_slug
+from .schema import DEFAULT_DEMO
 
 #: The ``forward`` of a request that sent none of the forwarded headers.
 EMPTY_FORWARD: Mapping[str, str] = MappingProxyType({})
@@ -72,7 +72,7 @@ def new_context(
         test_id=tid,
         trace_id=tid,
         slug=resolve_slug(slug),
-        demo=(demo or DEFAULT_DEMO)[:DEMO_MAX_CHARS],
+        demo=(demo or DEFAULT_DEMO)[:DEMO_RAW_MAX_CHARS],  # the emitter scrubs it, then cuts it
         forward=MappingProxyType(dict(forward)) if forward else EMPTY_FORWARD,
     )
 

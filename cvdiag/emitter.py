@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import structlog
@@ -21,6 +22,8 @@ from .context import current_context, resolve_slug
 from .ids import new_span_id, new_test_id
 from .schema import (
     ACCOUNTING_SLUG,
+    DEMO_MAX_CHARS,
+    EDGE_HEADER_MAX_CHARS,
     EDGE_HEADERS,
     ENVELOPE_CAP_BYTES,
     OUTCOMES,
@@ -30,7 +33,7 @@ from .schema import (
     lookup,
     written_at,
 )
-from .scrubber import is_sensitive_key, scrub, scrub_tree
+from .scrubber import is_sensitive_key, scrub_clipped, scrub_tree
 from .sinks import FileSink, Sink, StdoutSink
 from .writer import Writer
 
@@ -204,13 +207,25 @@ def _has_sensitive_key(boundary: Boundary) -> bool:
     return found
 
 
+# demo and edge header values repeat across a request's envelopes and across requests;
+# a long one (a 1 KB via header) is past the scrubber's own cache of short strings.
+_scrubbed_clipped_str = lru_cache(maxsize=1024)(scrub_clipped)
+
+
+def _scrubbed_clipped(value: object, limit: int) -> str:
+    return _scrubbed_clipped_str(value, limit) if type(value) is str else scrub_clipped(value, limit)
+
+
 def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Scrub every string leaf of metadata, and edge header values (spec section 7).
+    """Scrub ``demo``, every string leaf of metadata and edge header values, then cut
+    the last two to their length limits (spec section 7: scrub first, cut after).
 
     Metadata of plain numbers under harmless key names (most boundaries) has nothing
-    to scrub and skips the walk.
+    to scrub and skips the walk. The other string fields are ids, enums and
+    timestamps that cvdiag itself made or sanitized.
     """
     envelope = event["envelope"]
+    envelope["demo"] = _scrubbed_clipped(envelope["demo"], DEMO_MAX_CHARS)
     metadata = envelope["metadata"]
     if metadata and (
         not _PLAIN.issuperset(map(type, metadata.values()))
@@ -220,7 +235,9 @@ def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, A
         envelope["metadata"] = scrub_tree(metadata)
     edge = envelope["edge_headers"]
     if edge is not NO_EDGE_HEADERS:
-        envelope["edge_headers"] = {k: (None if v is None else scrub(v)) for k, v in edge.items()}
+        envelope["edge_headers"] = {
+            k: (None if v is None else _scrubbed_clipped(v, EDGE_HEADER_MAX_CHARS)) for k, v in edge.items()
+        }
     return event
 
 

@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from random import getrandbits
+from typing import AnyStr
 
-from .schema import DEFAULT_DEMO, DEMO_MAX_CHARS, SLUG_RE, TEST_ID_MAX_CHARS
+from .schema import DEFAULT_DEMO, SLUG_RE, TEST_ID_MAX_CHARS
 
 _NOT_TEST_ID_CHARS = re.compile(r"[^a-z0-9._-]+")
 _TEST_ID_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789._-")
 #: Every byte a sanitized id may not contain, for bytes.translate's C-speed delete.
 _NOT_TEST_ID_BYTES = bytes(b for b in range(256) if b not in _TEST_ID_BYTES)
 _NOT_SLUG_CHARS = re.compile(r"[^a-z0-9-]+")
-# Sanitizing never needs more than this much input: it keeps at most 128 characters,
-# and bounding the input first keeps a hostile megabyte header from costing anything.
-_RAW_SCAN_LIMIT = 4096
+# Sanitizing cleans the input a chunk at a time and stops once it has enough kept
+# characters: an id after kilobytes of junk is still found, and a hostile header costs
+# one C-speed pass over its bytes at most (the server already bounds its length).
+_CHUNK = 4096
+_SLUG_MAX_CHARS = 64
+#: How much of a path segment ``demo_from_path`` keeps: the scrubber's scan limit, since
+#: the emitter scrubs ``demo`` first and cuts it to ``DEMO_MAX_CHARS`` after.
+DEMO_RAW_MAX_CHARS = 2048
 
 
 _VERSION_7 = 0x7 << 76
@@ -43,19 +50,45 @@ def new_span_id() -> str:
     return f"{getrandbits(64):016x}"
 
 
+def _clean_id_bytes(chunk: bytes) -> bytes:
+    return chunk.lower().translate(None, _NOT_TEST_ID_BYTES)
+
+
+def _clean_id_text(chunk: str) -> str:
+    return _NOT_TEST_ID_CHARS.sub("", chunk.lower())
+
+
+def _clean_slug_text(chunk: str) -> str:
+    return _NOT_SLUG_CHARS.sub("", chunk.lower())
+
+
 def sanitize_test_id(raw: str | bytes | None) -> str | None:
     """The adopted form of an inbound id, or None when nothing usable is left."""
     if raw is None:
         return None
     if isinstance(raw, bytes):  # straight from ASGI headers: the hot path
-        if len(raw) > _RAW_SCAN_LIMIT:
-            raw = raw[:_RAW_SCAN_LIMIT]
-        cleaned = raw.lower().translate(None, _NOT_TEST_ID_BYTES)
+        if len(raw) > _CHUNK:
+            cleaned = _clean(raw, _clean_id_bytes, TEST_ID_MAX_CHARS)
+        else:
+            cleaned = raw.lower().translate(None, _NOT_TEST_ID_BYTES)
         if len(cleaned) > TEST_ID_MAX_CHARS:
             cleaned = cleaned[:TEST_ID_MAX_CHARS]
         return cleaned.decode("ascii") or None
-    value = _NOT_TEST_ID_CHARS.sub("", raw[:_RAW_SCAN_LIMIT].strip().lower())[:TEST_ID_MAX_CHARS]
+    value = _clean(raw, _clean_id_text, TEST_ID_MAX_CHARS)[:TEST_ID_MAX_CHARS]
     return value or None
+
+
+def _clean(raw: AnyStr, clean_chunk: Callable[[AnyStr], AnyStr], keep: int) -> AnyStr:
+    """``raw`` cleaned a chunk at a time, stopping once ``keep`` characters are kept."""
+    parts = []
+    kept = 0
+    for start in range(0, len(raw), _CHUNK):
+        part = clean_chunk(raw[start : start + _CHUNK])
+        parts.append(part)
+        kept += len(part)
+        if kept >= keep:
+            break
+    return raw[:0].join(parts)
 
 
 def normalize_test_id(raw: str | bytes | None) -> str:
@@ -68,13 +101,13 @@ def sanitize_slug(raw: str | bytes | None) -> str | None:
     if raw is None:
         return None
     if isinstance(raw, bytes):
-        raw = raw[:_RAW_SCAN_LIMIT].decode("latin-1")
-    value = _NOT_SLUG_CHARS.sub("", raw[:_RAW_SCAN_LIMIT].strip().lower())
+        raw = raw.decode("latin-1")
+    value = _clean(raw, _clean_slug_text, _SLUG_MAX_CHARS)
     if not value:
         return None
     if not value[0].isalpha():
         value = "x" + value
-    value = value[:64]
+    value = value[:_SLUG_MAX_CHARS]
     return value if SLUG_RE.match(value) else None
 
 
@@ -83,4 +116,4 @@ def demo_from_path(path: str) -> str:
     path = path.lstrip("/")
     end = path.find("/")
     segment = path if end < 0 else path[:end]
-    return segment[:DEMO_MAX_CHARS] if segment else DEFAULT_DEMO
+    return segment[:DEMO_RAW_MAX_CHARS] if segment else DEFAULT_DEMO

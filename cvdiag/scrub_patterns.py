@@ -29,6 +29,9 @@ _NON_ALNUM = re.compile(r"[^a-z0-9]+", re.ASCII)
 _SENSITIVE_NAME = re.compile(
     r"pass(?:wd|word|phrase)|pwd|secret|token|credential|(?:^|_)creds?(?:_|$)|signature|(?:^|_)sig(?:_|$)"
     r"|cookie|authorization|(?:^|_)auth(?:_|$)|authtoken|sessionid|sessid|^session(?:_(?:key|secret))?$"
+    # session cookies: connect.sid, laravel_session, _myapp_session, ASP.NET_SessionId, _gh_sess
+    # (a bare session_id is an agent framework's conversation id; _session_id is Rails' cookie)
+    r"|(?:^|_)sid$|_session_id$|_session$|(?:^|_)sess$"
     r"|api_?key|(?:access|private|secret|signing|encryption|master|account|subscription|service)_?key"
     r"|^code$|code_verifier",
     re.ASCII,
@@ -54,11 +57,13 @@ def is_sensitive_key(name: str) -> bool:
     # google.auth.exceptions.RefreshError, spring.datasource.password: the last part names it.
     name = name.rsplit(".", 1)[-1] if "." in name else name
     norm = _NON_ALNUM.sub("_", _CAMEL.sub("_", name).lower()).strip("_")
+    if name[0] == "_" and norm == "session_id":
+        return True
     return bool(_SENSITIVE_NAME.search(norm)) and not _COUNT_OR_TYPE_NAME.search(norm)
 
 
 # Lowercase stems that every sensitive key name contains; the scan for keys starts at them.
-KEY_STEMS = ("pass", "pwd", "secret", "token", "key", "cred", "sig", "auth", "cookie", "sess", "code")
+KEY_STEMS = ("pass", "pwd", "secret", "token", "key", "cred", "sig", "sid", "auth", "cookie", "sess", "code")
 # A stem is worth a closer look only when a separator follows the name it is part of.
 SEPARATOR_AHEAD = re.compile(r"[\w.\-]{0,63}+\\?[\"']?[ \t]{0,4}+(?:=>|[:=]|%3[Dd])", re.ASCII)
 KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -71,12 +76,15 @@ KEY_SEP = re.compile(
 )
 VALUE = re.compile(
     r"""(?P<done>(?:(?i:bearer|basic|token|digest|apikey|sso-key)[ \t]{1,4}+)?\[REDACTED\])
-      | (?P<ref>\$\{[^}\s]{1,128}\}|\{\{[^}\n]{1,128}\}\}|%\([A-Za-z_]\w{0,63}\)s|\$\([^)\n]{1,128}\)
+      | (?P<ref>\$\{[^}\s]{1,128}\}|\$?\{\{[^}\n]{1,128}\}\}|%\([A-Za-z_]\w{0,63}\)s|\$\([^)\n]{1,128}\)
           |os\.environ(?:\[[^\]\n]{1,128}\]|\.get\([^)\n]{1,128}\)))
       | \\"(?:[^\\\n]|\\(?!")){0,4096}+(?:\\"|$)
       | "(?:[^"\\\n]|\\.){0,4096}+(?:"|$)
       | '(?:[^'\\\n]|\\.){0,4096}+(?:'|$)
+      | `(?:[^`\\\n]|\\.){0,4096}+(?:`|$)
       | (?P<scheme>(?i:digest)[ \t]{1,4}+)[^\r\n]{1,4096}+
+      | (?P<schemeref>(?i:bearer|basic|token|apikey|sso-key)[ \t]{1,4}+
+          (?:\$\{\{?[^}\n]{1,128}\}\}?|\$[A-Za-z_]\w{0,127}|<[^<>\n]{1,64}>|\*{3,64}|\[[^\]\n]{1,64}\]))
       | (?P<scheme2>(?i:bearer|basic|token|apikey|sso-key)[ \t]{1,4}+)?[^\s,;&"'<>{}\[\]()\\]{1,4096}+
     """,
     re.X | re.ASCII,
@@ -94,7 +102,7 @@ PEM = re.compile(
 # ://userinfo@ — userinfo never crosses / ? # so a query's "a@b.com" is not userinfo.
 URL_USERINFO = re.compile(r"://([^\s/?#@\"'<>]{1,512}+)@", re.ASCII)
 
-# Cookie header lines carry many name=value pairs; the whole value is the secret.
+# A Cookie or Set-Cookie header line: every cookie value in it goes, names and attributes stay.
 COOKIE_HEADER = re.compile(
     r"(?i)(?<![\w\-])((?:set-)?cookie[\"']?[ \t]{0,4}+:[ \t]{0,4}+)(?![\"'\[])([^\r\n\"'\\{}\[\]]{1,4096}+)", re.ASCII
 )
@@ -105,14 +113,61 @@ CLI_FLAG = re.compile(
 )
 NETRC = re.compile(r"login[ \t]{1,4}+\S{1,256}+[ \t]{1,4}+password[ \t]{1,4}+(?P<val>\S{1,4096}+)", re.ASCII)
 
+# Python credentials pairs: auth=("user", "pw"), session.auth = (...), HTTPBasicAuth("user", "pw").
+AUTH_PAIR = re.compile(
+    r"""(?:Auth\(|(?i:auth)["']?[ \t]{0,4}+[=:][ \t]{0,4}+\()[ \t]{0,4}+(?:"[^"\\\n]{0,256}+"|'[^'\\\n]{0,256}+')"""
+    r"""[ \t]{0,4}+,[ \t]{0,4}+(?P<q>["'])(?P<pw>[^"'\\\n]{1,4096}+)(?P=q)""",
+    re.ASCII,
+)
+# Lowercased text matches this wherever AUTH_PAIR can match (its own scan is slow).
+AUTH_PAIR_GATE = re.compile(r"""auth(?:["']?[ \t]{0,4}+[=:][ \t]{0,4}+)?\(""", re.ASCII)
+# curl -u user:pw, --user, --proxy-user (a password after the colon).
+CLI_USER = re.compile(
+    r"""(?:-u|-U|--user|--proxy-user)(?<![\w\-]-u|[\w\-]-U)(?<![\w\-]--user)(?:[ \t]{1,4}+|=|["'],[ \t]{0,4}+)?["']?"""
+    r"""(?P<user>[^\s"':@/]{1,256}+):(?P<pw>[^\s"']{1,4096}+)""",
+    re.ASCII,
+)
+# Webhook URLs whose path is the secret (Slack, Discord, Microsoft Teams): the host stays.
+WEBHOOK = re.compile(
+    r"(?:hooks\.slack\.com/(?:services|workflows|triggers)/|discord(?:app)?\.com/api/webhooks/"
+    r"|\.webhook\.office\.com/webhookb2/)(?P<path>[A-Za-z0-9_\-/%@.]{8,2048}+)",
+    re.ASCII,
+)
+WEBHOOK_GATE = re.compile(r"hooks\.slack\.com/|/api/webhooks/|webhook\.office\.com/", re.ASCII)
+# An AWS SigV4 credential: the access key id goes, the credential scope after it stays.
+SIGV4_SCOPE = re.compile(
+    r"(?:/|%2[Ff])\d{8}(?:/|%2[Ff])[a-z0-9\-]{1,32}(?:/|%2[Ff])[a-z0-9\-]{1,32}(?:/|%2[Ff])aws4_request", re.ASCII
+)
+# A cookie as a record: {'name': 'sessionid', 'value': '…'} (Playwright, Selenium),
+# Cookie(version=0, name='sessionid', value='…') (http.cookiejar).
+NAMED_COOKIE = re.compile(
+    r"""name["']?[ \t]{0,4}+[:=][ \t]{0,4}+(?P<nq>["'])(?P<name>[^"'\\\n]{1,128}+)(?P=nq)[ \t]{0,4}+,[ \t]{0,4}+"""
+    r"""["']?value["']?[ \t]{0,4}+[:=][ \t]{0,4}+(?P<q>["'])(?P<val>[^"'\\\n]{1,4096}+)(?P=q)""",
+    re.ASCII,
+)
+# A Set-Cookie header folded onto one line: ", name=" starts the next cookie.
+FOLDED_COOKIE = re.compile(r",[ \t]{0,4}+(?=[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}+=)(?![0-9]{1,2} )", re.ASCII)
+COOKIE_ATTRIBUTES = words("path domain expires max-age secure httponly samesite partitioned priority version comment")
+
 BEARER = re.compile(
-    r"[Bb][Ee][Aa][Rr][Ee][Rr](?<![\w\-][\s\S]{6})([ \t]{1,4}+)([A-Za-z0-9._~+/\-]{8,4096}+=*)", re.ASCII
+    r"[Bb][Ee][Aa][Rr][Ee][Rr](?<![\w\-][\s\S]{6})([ \t]{1,4}+)([A-Za-z0-9._~+/\-]{4,4096}+=*)", re.ASCII
+)
+# Bare "Basic <credentials>" and "Token <key>" (DRF, GitHub): capitalised, since lowercase
+# "basic" and "token" are everyday words.
+BASIC_OR_TOKEN = re.compile(
+    r"(?:Basic|BASIC|Token|TOKEN)(?<![\w\-][\s\S]{5})([ \t]{1,4}+)([A-Za-z0-9._~+/\-]{4,4096}+=*)", re.ASCII
 )
 
 
 def _shape(prefix: str, width: int, body: str) -> re.Pattern[str]:
-    """``prefix`` (``width`` characters long) then ``body``, not glued to a word before it."""
-    return re.compile(f"{prefix}(?<![A-Za-z0-9_\\-][\\s\\S]{{{width}}}){body}", re.ASCII)
+    """``prefix`` (``width`` characters long) then ``body``, not glued to a word before it.
+
+    A URL escape (``key%3Dsk-…``) or a string escape (``\\nsk-…``) right before the
+    prefix is a separator, not part of a word.
+    """
+    glued = f"(?<![A-Za-z0-9_\\-][\\s\\S]{{{width}}})"
+    escaped = f"(?<=%[0-9A-Fa-f]{{2}}[\\s\\S]{{{width}}})|(?<=\\\\[nrt][\\s\\S]{{{width}}})"
+    return re.compile(f"{prefix}(?:{glued}|{escaped}){body}", re.ASCII)
 
 
 # (literal every match contains, pattern): a pattern runs only when its literal is present,
@@ -159,7 +214,8 @@ _END = r"(?![\w\-]|\.\d)"
 NUMBERS = re.compile(
     r"[\d(+A-Z](?<![\w.+\-][\s\S])(?:"
     r"(?<=\d)\d{0,2}\.\d{1,3}\.\d{1,3}\.\d{1,3}" + _END + "(?P<ipv4>)"
-    r"|(?<=\d)\d{2}-\d{2}-\d{4}" + _END + "(?P<ssn>)"
+    r"|(?<=\d)\d{2}(?P<ssep>[- ])\d{2}(?P=ssep)\d{4}" + _END + "(?P<ssn>)"
+    r"|(?<=[A-Z])[A-Z](?: \d{2} \d{2} \d{2} |\d{6})[A-D](?![A-Za-z0-9])(?P<nino>)"
     r"|(?:(?<=\()\d{3}\)[ ]?\d{3}[ .\-]\d{4}|(?<=\d)\d{2}(?P<psep>[.\-])\d{3}(?P=psep)\d{4}"
     r"|(?<=0)\d{2,4}[ \-]\d{3,4}[ \-]\d{3,4}|(?<=0)\d{4}[ ]\d{6})" + _END + "(?P<phone>)"
     r"|(?<=\d)(?:[ \-]?\d){12,18}" + _END + "(?P<card>)"
@@ -220,8 +276,17 @@ def is_iban(candidate: str) -> bool:
 
 
 def is_ssn(candidate: str) -> bool:
-    area, group, serial = candidate.split("-")
+    area, group, serial = candidate.replace(" ", "-").split("-")
     return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+_NINO_NEVER_PREFIX = words("BG GB NK KN TN NT ZZ")
+
+
+def is_nino(candidate: str) -> bool:
+    """A UK National Insurance number: the prefix letters HMRC never issues are excluded."""
+    first, second = candidate[0], candidate[1]
+    return first not in "DFIQUV" and second not in "DFIOQUV" and first + second not in _NINO_NEVER_PREFIX
 
 
 def is_phone(candidate: str) -> bool:
