@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     say("\nNext, try:")
     for command in (
         f"cvdiag diagnose --all --slow-s {slow} {path}",
+        f"cvdiag report --slow-s {slow} {path} -o cvdiag-demo-report.html  # open it in a browser",
+        f"cvdiag compare demo-happy-{run} demo-hangup-{run} {path}",
         f"cvdiag timeline demo-error-{run} {path}",
         f"cvdiag grep --boundary 'backend.llm.*' {path} | jq .metadata",
         f"cvdiag stats {path}",

@@ -29,3 +29,22 @@ def test_demo_runs_the_scenarios_and_names_their_classes(tmp_path):
     assert "\x1b[" not in out  # piped output has no escape codes
     text = log.read_text()
     assert "CVDIAG {" in text and "Uvicorn running" in text  # a real, mixed server log
+    _every_suggested_command_works(out, tmp_path, env)
+
+
+def _every_suggested_command_works(out: str, cwd, env) -> None:
+    """What the demo tells a new user to try next must work as printed."""
+    import shlex
+
+    suggested = out.split("Next, try:", 1)[1].strip().splitlines()
+    assert any(" report " in line for line in suggested) and any(" compare " in line for line in suggested)
+    for line in suggested:
+        words = shlex.split(line.split("|", 1)[0], comments=True)
+        assert words[0] == "cvdiag", line
+        result = subprocess.run(
+            [sys.executable, "-m", "cvdiag", *words[1:]], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
+        )
+        assert result.returncode == 0, (line, result.stdout, result.stderr)
+        assert result.stdout.strip(), line
+    page = (cwd / "cvdiag-demo-report.html").read_text()
+    assert "<html" in page and "demo-hangup-" in page
