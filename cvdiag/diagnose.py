@@ -718,6 +718,17 @@ class Evidence:
             return None, None, None
         return best[0], best[1].value[0], best[1].value[1]
 
+    def llm_alive_at_shutdown(self, within_s: float) -> bool:
+        """Did the open LLM call show a sign of life (its start or a heartbeat) within
+        ``within_s`` of the server's shutdown? If not, it had stalled long before: a
+        harness that times out and tears the stack down makes the shutdown a consequence.
+        """
+        stop = (self.abort_first or {}).get("shutdown")
+        signs = [k for k in (self.llm_last_start_key, self.heartbeat_last_key) if k is not None]
+        if stop is None or stop.key is None or not signs:
+            return True  # no clock to judge by: the shutdown is the last word
+        return _seconds(stop.key) - _seconds(max(signs)) <= within_s
+
     def open_llm_call_s(self, log_end: float | None) -> float | None:
         """How long before the end of the log the last unanswered LLM call started."""
         if self.llm_starts <= self.llm_responses or self.llm_last_start_key is None:

@@ -187,8 +187,10 @@ def _server_stopped(ev: Evidence) -> bool:
 
 
 def llm_stalled(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
-    if ev.llm_starts <= ev.llm_responses or _server_stopped(ev):
+    if ev.llm_starts <= ev.llm_responses:
         return None
+    if _server_stopped(ev) and ev.llm_alive_at_shutdown(th.slow_s):
+        return None  # cut off by the shutdown while still beating, not stalled
     last_beat = ev.heartbeat_last
     if last_beat is not None and last_beat >= th.slow_s * 1000.0:
         return None  # still beating at the threshold: slow, not stalled

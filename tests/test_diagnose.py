@@ -230,6 +230,22 @@ def test_server_shutdown_with_heartbeats_to_the_end_is_incomplete_not_stalled():
     assert got.evidence["termination_kind"] == "shutdown"
 
 
+def test_a_call_that_stalled_long_before_the_shutdown_stays_llm_stalled():
+    # A harness times out at 300 s and tears the stack down: the stall is the cause.
+    events = _stopped_with_an_open_llm_call()
+    events[-1] = _envelope(
+        "backend.sse.aborted",
+        0.0,
+        {"termination_kind": "shutdown", "bytes_before_abort": 0},
+        outcome="err",
+        ts="2026-11-21T10:05:01.000Z",
+        mono_ns=301 * 10**9,
+    )
+    got = diagnose(events)
+    assert got.cls == "llm-stalled", got.reason
+    assert "last heartbeat at 4.0 s" in got.reason
+
+
 def test_agent_cancelled_by_a_shutdown_is_incomplete_not_agent_error():
     events = _stopped_with_an_open_llm_call()
     events[3:5] = [
