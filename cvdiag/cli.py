@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from . import correlate, reader
+from .jsonout import dumps
 from .reader import BREADCRUMB, ENVELOPE, MALFORMED, InputError, Source, Tally
 from .render import DIM, FAIL, OK, WARN, Column, Out, Progress, ms, offset, one_utc_date, printable, unique_prefixes
 from .schema import FAILURE_OUTCOMES, parse_ts
@@ -174,7 +175,7 @@ def _say(text: str) -> None:
 
 
 def _json_out(value: Any) -> None:
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.buffer.write(dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def _in_window(ts: float, since: float | None, until: float | None) -> bool:
@@ -298,7 +299,7 @@ def _details(env: dict[str, Any]) -> str:
     for k, v in md.items() if isinstance(md, dict) else ():
         if v is None:
             continue
-        parts.append(f"{k}={v if isinstance(v, str | int | float) else orjson.dumps(v).decode()}")
+        parts.append(f"{k}={v if isinstance(v, str | int | float) else dumps(v).decode()}")
     edges = env.get("edge_headers")
     for k, v in edges.items() if isinstance(edges, dict) else ():
         if v is not None:
@@ -427,7 +428,7 @@ def cmd_grep(args: argparse.Namespace) -> int:
     for hit in correlate.merged(sources, tally, markers):
         if keep(hit.value):
             found += 1
-            write((hit.raw if args.raw else orjson.dumps(hit.value)) + b"\n")
+            write((hit.raw if args.raw else dumps(hit.value)) + b"\n")
     sys.stdout.flush()
     _note(tally)
     if args.follow:
@@ -446,7 +447,7 @@ def _follow(sources: list[Source], keep: Callable[[dict[str, Any]], bool], *, ra
         if hit.kind != ENVELOPE or not keep(env):
             continue
         if raw or as_json:
-            sys.stdout.buffer.write((hit.raw if raw else orjson.dumps(env)) + b"\n")
+            sys.stdout.buffer.write((hit.raw if raw else dumps(env)) + b"\n")
             sys.stdout.flush()
         else:
             row, style = _timeline_row(correlate.Entry((0.0, 0, 0), "envelope", env, hit.source), 0.0)

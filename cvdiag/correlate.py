@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import reader, scan
+from .jsonout import dumps
 from .reader import BREADCRUMB, ENVELOPE, MALFORMED, NOTHING, Hit, Source, Tally
 from .schema import parse_ts
 
@@ -369,9 +370,7 @@ def _unique(entries: list[Entry]) -> list[Entry]:
 
 
 def _text_of(entry: Entry) -> str:
-    import orjson
-
-    return orjson.dumps(entry.data).decode()
+    return dumps(entry.data).decode()
 
 
 def closest_ids(sources: list[Source], wanted: str, limit: int = 3) -> list[str]:

@@ -9,13 +9,13 @@ log. Read side only: no emit-side import, no HTML here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
-
 from . import correlate, reader
+from .jsonout import dumps
 from .reader import ENVELOPE, Source, Tally
 from .schema import EDGE_HEADERS, LAYERS
 
@@ -32,6 +32,7 @@ ROW_COLUMNS: tuple[str, ...] = (
 #: envelope's other fields when they differ from what the page can rebuild.
 EVENT_COLUMNS: tuple[str, ...] = ("t", "layer", "boundary", "outcome", "duration_ms", "metadata", "rest")
 _LLM_RESPONSE = "backend.llm.call.response"
+_FAR_MS = 1e15  # about 30,000 years: any duration past it is junk, not a time
 _REBUILT = frozenset({"schema_version", "test_id", "layer", "boundary", "outcome", "duration_ms", "metadata", "ts"})
 
 
@@ -108,7 +109,7 @@ def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> 
     row += [env.get("metadata", {}), rest or 0]
     mono = env.get("mono_ns")
     key = (ts_s, mono if isinstance(mono, int) else 0, *correlate.identity(env))
-    return key, orjson.dumps(row)
+    return key, dumps(row)
 
 
 def _no_edges(edges: Mapping[str, Any]) -> bool:
@@ -120,7 +121,10 @@ def _wanted(row: Mapping[str, Any], all_tests: bool) -> bool:
 
 
 def _number(value: Any) -> float | None:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A finite number, or None: a log can hold 1e308, and two of them add up to inf."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) and abs(value) < _FAR_MS else None
 
 
 def build(
@@ -241,10 +245,10 @@ def _document(
 
 def index_json(doc: Mapping[str, Any]) -> bytes:
     """The document without its details, as JSON (the page parses this at load)."""
-    return orjson.dumps({k: v for k, v in doc.items() if k != "details"})
+    return dumps({k: v for k, v in doc.items() if k != "details"})
 
 
 def detail_json(detail: Mapping[str, Any]) -> bytes:
     """One test's detail as JSON; its events are already encoded."""
-    head = orjson.dumps({k: v for k, v in detail.items() if k != "events"})
+    head = dumps({k: v for k, v in detail.items() if k != "events"})
     return head[:-1] + b',"events":[' + b",".join(detail["events"]) + b"]}"

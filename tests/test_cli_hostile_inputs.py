@@ -256,3 +256,37 @@ def test_a_cut_gzip_on_stdin_keeps_what_it_held(tmp_path: Path) -> None:
     assert "cvdiag: <stdin> is cut: read what it held" in clean(r.err)
     held = set(re.findall(rb'"test_id":"([^"]+)"', unzipped[: unzipped.rfind(b"\n")]))
     assert set(rows_by_id(r.out)) == {t.decode() for t in held}
+
+
+# -- numbers no 64-bit field can hold ------------------------------------------------------
+
+
+def test_numbers_past_64_bits_or_infinity_never_break_an_output(tmp_path: Path) -> None:
+    """Valid JSON can hold 10**24 bytes or two durations of 1e308 (which add up to inf)."""
+    ok = happy()
+    cut = aborted()
+    for env in cut:
+        if env["boundary"] == "backend.sse.aborted":
+            env["metadata"]["bytes_before_abort"] = 10**24
+        if env["boundary"] == "backend.llm.call.response":
+            env["duration_ms"] = 1e308
+    cut.append({**cut[-1], "boundary": "backend.llm.call.response", "duration_ms": 1e308, "outcome": "ok"})
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"CVDIAG {json.dumps(e, separators=(',', ':'))}\n" for e in (*ok, *cut)))
+    page = tmp_path / "report.html"
+
+    report = run("report", log, "-o", page, env=CRASH)
+    clean(report.err)
+    assert TID_ABORT in page.read_text()
+    diagnosed = run("diagnose", "--all", "--json", log, env=CRASH)
+    clean(diagnosed.err)
+    assert {d["test_id"] for d in json.loads(diagnosed.out)} == {TID_OK, TID_ABORT}
+    compared = run("compare", TID_OK, TID_ABORT, log, "--json", env=CRASH)
+    clean(compared.err)
+    assert json.loads(compared.out)["first_divergence"]
+    junit = run("tests", "--format", "junit", log, env=CRASH)
+    clean(junit.err)
+    assert junit.out.count("<testcase") == 2
+    timeline = run("timeline", "--json", TID_ABORT, log, env=CRASH)
+    clean(timeline.err)
+    assert any(e.get("metadata", {}).get("bytes_before_abort") == 1e24 for e in json.loads(timeline.out)["events"])
