@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,17 +20,20 @@ DIM = "dim"
 OK = "green"
 
 
-# C0 controls (tab and newline too: a cell is one line), DEL and C1 controls. A log line
-# can carry any of them, and raw they move the cursor, retitle the window or ring.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
 def printable(text: str) -> str:
-    """``text`` with every control character shown as ``\\xNN``, so log content can
-    never drive the terminal (ESC sequences, BEL, CR overwriting a line)."""
-    if text.isprintable() or _CONTROL.search(text) is None:  # the first test runs at C speed
+    """``text`` with every character Python calls unprintable but the space shown as an
+    escape (``\\xNN``, ``\\uXXXX``), so log content can never drive the terminal: C0
+    and C1 controls (ESC sequences, BEL, CR overwriting a line), bidi overrides and line
+    separators that reorder or spoof what is shown, lone surrogates and non-characters
+    that XML cannot hold."""
+    if text.isprintable():  # C speed, the common case
         return text
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return "".join(c if c == " " or c.isprintable() else _escaped(c) for c in text)
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,12 +17,16 @@ pytest_plugins = ["pytester"]
 TID = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e77"
 OTHER = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e78"
 #: A window-title OSC ended by BEL, a clear-screen CSI, a C1 CSI, CR and rich markup.
-SLUG = "evil\x1b]0;pwned\x07[bold red]x[/]"
+#: Then a bidi override, a line separator and a non-character (spoofing; invalid in XML).
+SLUG = "evil\x1b]0;pwned\x07[bold red]x[/]\u202etxt.exe\u2028\ufffe"
 DEMO = "d\x1b[2J\r\x9b31m"
 MESSAGE = "boom \x1b[31mred\x1b[0m \x07 bell\roverwrite [link=http://x]click[/link] \x7f"
 #: What rich itself writes on a terminal: SGR colours and nothing else.
 RICH_SGR = re.compile(rb"\x1b\[[0-9;]*m")
-CONTROL = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")  # C0 but \n, DEL, C1 in UTF-8
+#: C0 but \n, DEL, C1, bidi controls, line/paragraph separators and U+FFFE/U+FFFF, in UTF-8.
+CONTROL = re.compile(
+    rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xef\xbf[\xbe\xbf]"
+)
 
 
 @pytest.fixture
@@ -112,3 +116,13 @@ def test_the_pytest_failure_section_escapes_log_content(pytester: pytest.Pyteste
     section = result.stdout.str().split(" cvdiag ", 1)[1]
     assert "agent_name=agent\\x1b]0;title\\x07[bold]x" in section
     assert "\x1b" not in section and "\x07" not in section
+
+
+def test_junit_of_a_hostile_log_is_well_formed_xml(evil_log: Path) -> None:
+    from xml.dom import minidom
+
+    out, _ = _run(("tests", "--format", "junit"), evil_log, {})
+    doc = minidom.parseString(out)  # raises on a character XML 1.0 cannot hold
+    names = sorted(c.getAttribute("name") for c in doc.getElementsByTagName("testcase"))
+    assert names == sorted([TID, OTHER])
+    assert "\\u202e" in doc.getElementsByTagName("testcase")[0].getAttribute("classname")
