@@ -19,6 +19,8 @@ Pure data, like ``diagnose``: no I/O, no rendering. Faces use it as::
 from __future__ import annotations
 
 import difflib
+import heapq
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -252,22 +254,19 @@ def compare(
     a_env, b_env = list(a_envelopes), list(b_envelopes)
     a_keys, a_sides, a_ms = _sides(a_env)
     b_keys, b_sides, b_ms = _sides(b_env)
-    steps: list[Step] = []
-    matcher = difflib.SequenceMatcher(None, a_keys, b_keys, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
-                boundary = a_keys[i][0]
-                diffs = _paired(boundary, a_sides[i], b_sides[j])
-                steps.append(Step(boundary, a_sides[i], b_sides[j], diffs, minor=boundary in REPEATING))
-            continue
-        # One side only: A's and B's leftovers interleaved by their offsets.
-        lone = [(a_sides[i].offset_s, 0, a_keys[i], a_sides[i], "a") for i in range(i1, i2)]
-        lone += [(b_sides[j].offset_s, 1, b_keys[j], b_sides[j], "b") for j in range(j1, j2)]
-        for _, _, (boundary, n), side, which in sorted(lone, key=lambda x: (x[0], x[1])):
-            a_side, b_side = (side, None) if which == "a" else (None, side)
-            diff = _only(boundary, n, side, which)
-            steps.append(Step(boundary, a_side, b_side, (diff,), minor=boundary in REPEATING))
+    # Heartbeats and stream events are paired by occurrence, outside the alignment: they
+    # are most of a debug-tier test's events, and interleaved differently on each side they
+    # would make SequenceMatcher quadratic. Only the boundaries that tell the story are aligned.
+    a_main = [i for i, k in enumerate(a_keys) if k[0] not in REPEATING]
+    b_main = [j for j, k in enumerate(b_keys) if k[0] not in REPEATING]
+    steps = _aligned(
+        [a_keys[i] for i in a_main],
+        [a_sides[i] for i in a_main],
+        [b_keys[j] for j in b_main],
+        [b_sides[j] for j in b_main],
+    )
+    repeating = _aligned_by_occurrence(a_keys, a_sides, b_keys, b_sides)
+    steps = list(heapq.merge(steps, repeating, key=_BY_OFFSET))
     return Comparison(
         a_id=a_id or _test_id(a_env),
         b_id=b_id or _test_id(b_env),
@@ -275,6 +274,52 @@ def compare(
         a_duration_ms=a_ms,
         b_duration_ms=b_ms,
     )
+
+
+_BY_OFFSET = operator.attrgetter("offset_s")
+
+
+def _aligned(a_keys: list, a_sides: list[Side], b_keys: list, b_sides: list[Side]) -> list[Step]:
+    """Steps of the two key sequences aligned by ``SequenceMatcher``, in order."""
+    steps: list[Step] = []
+    matcher = difflib.SequenceMatcher(None, a_keys, b_keys, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
+                boundary = a_keys[i][0]
+                steps.append(Step(boundary, a_sides[i], b_sides[j], _paired(boundary, a_sides[i], b_sides[j])))
+            continue
+        steps += _lone(
+            [(a_keys[i], a_sides[i], "a") for i in range(i1, i2)]
+            + [(b_keys[j], b_sides[j], "b") for j in range(j1, j2)]
+        )
+    return steps
+
+
+def _aligned_by_occurrence(a_keys: list, a_sides: list[Side], b_keys: list, b_sides: list[Side]) -> list[Step]:
+    """Steps of the repeating boundaries: the n-th of a name in A beside the n-th in B."""
+    in_b = {k: side for k, side in zip(b_keys, b_sides, strict=True) if k[0] in REPEATING}
+    steps: list[Step] = []
+    leftovers: list[tuple[Any, Side, str]] = []
+    for key, side in zip(a_keys, a_sides, strict=True):
+        if key[0] not in REPEATING:
+            continue
+        other = in_b.pop(key, None)
+        if other is None:
+            leftovers.append((key, side, "a"))
+        else:
+            steps.append(Step(key[0], side, other, _paired(key[0], side, other), minor=True))
+    leftovers += [(key, side, "b") for key, side in in_b.items()]
+    return list(heapq.merge(steps, _lone(leftovers), key=_BY_OFFSET))
+
+
+def _lone(found: list[tuple[Any, Side, str]]) -> list[Step]:
+    """Steps for events one side only has, A's and B's interleaved by their offsets."""
+    steps = []
+    for (boundary, n), side, which in sorted(found, key=lambda x: (x[1].offset_s, x[2])):
+        a_side, b_side = (side, None) if which == "a" else (None, side)
+        steps.append(Step(boundary, a_side, b_side, (_only(boundary, n, side, which),), minor=boundary in REPEATING))
+    return steps
 
 
 def _test_id(envelopes: list[Mapping[str, Any]]) -> str:

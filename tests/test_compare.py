@@ -190,3 +190,25 @@ def test_cli_compare_fits_the_terminal(log, width: int) -> None:
     assert r.code == 0, r.err
     assert max(len(line) for line in r.out.splitlines()) <= width
     assert any(line.startswith(">") and "backend.llm.call.response" in line for line in r.out.splitlines())
+
+
+def test_long_streams_interleaved_differently_compare_in_linear_time(tmp_path: Path) -> None:
+    """20,000 events per side, SSE events alternating with heartbeats in A and with aimock
+    chunks in B: the alignment used to be quadratic here (about a minute); the command must
+    answer well inside the timeout, with every tick accounted for."""
+
+    def stream(test_id: str, other: str) -> list[dict[str, Any]]:
+        boundaries = ("backend.sse.event", other) * 10_000
+        return [envelope(test_id, b, i / 1000, metadata={}) for i, b in enumerate(boundaries)]
+
+    a, b = "long-a-0001", "long-b-0001"
+    log = write(
+        tmp_path / "app.log",
+        [f"CVDIAG {compact(e)}" for e in (*stream(a, "backend.llm.call.heartbeat"), *stream(b, "aimock.sse.chunk"))],
+    )
+    result = run("compare", a, b, log, "--json", timeout=30)
+    assert result.code == 0, result.err
+    steps = json.loads(result.out)["steps"]
+    both = [s for s in steps if s["boundary"] == "backend.sse.event"]
+    assert len(both) == 10_000  # every SSE event paired with its namesake
+    assert len(steps) == 30_000  # plus 10,000 heartbeats only A has and 10,000 chunks only B has
