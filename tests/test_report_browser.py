@@ -246,3 +246,17 @@ def test_odd_but_readable_envelopes_are_drawn_and_shown_as_logged(chrome: Any, t
             shown.append(json.loads(page.text_content("#envelope-json")))
         assert sorted(shown, key=lambda e: e["span_id"]) == sorted(envs, key=lambda e: e["span_id"])
         seen.assert_clean()
+
+
+def test_a_malformed_link_to_a_test_opens_the_index(chrome: Any, report: Path) -> None:
+    """A hand-edited or cut link (``#test=%E0``) is no reason for a blank page."""
+    context = chrome.new_context()
+    errors: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(report.resolve().as_uri() + "#test=%E0")
+        page.wait_for_selector("#index #grid tr.row")
+        assert errors == []
+    finally:
+        context.close()

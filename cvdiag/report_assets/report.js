@@ -730,7 +730,8 @@
   function byId(id) { for (var i = 0; i < ROWS.length; i++) if (ROWS[i][C.id] === id) return ROWS[i]; return null; }
   function route() {
     tip.hidden = true;
-    var m = /^#test=(.*)$/.exec(location.hash), r = m ? byId(decodeURIComponent(m[1])) : null;
+    var m = /^#test=(.*)$/.exec(location.hash), r = null;
+    if (m) { try { r = byId(decodeURIComponent(m[1])); } catch (e) { r = null; } }  // a hand-edited, malformed hash: the index
     if (r) {
       current = r; currentDetail = detailOf(r) || null; selected = null;
       var pos = state.shown.indexOf(r); if (pos >= 0) state.sel = pos;
