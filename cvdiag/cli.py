@@ -120,7 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     paths(sp)
 
     sp = command("report", "one self-contained HTML file: every test, and a waterfall per failed test")
-    sp.add_argument("-o", "--output", default="cvdiag-report.html", metavar="FILE", help="where to write it")
+    sp.add_argument(
+        "-o", "--output", default="cvdiag-report.html", metavar="FILE", help="where to write it (- for stdout)"
+    )
     sp.add_argument("--all", action="store_true", help="a waterfall for every test, not only failed and flagged ones")
     sp.add_argument("--title", default="cvdiag report", help="the page title")
     sp.add_argument("--compare", nargs=2, metavar=("A", "B"), help="also show tests A and B side by side")
@@ -665,12 +667,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     failed = sum(r[report_data.ROW_COLUMNS.index("failed")] for r in rows)
     detailed = len(doc["details"])
     summary = {"path": args.output, "tests": len(rows), "failed": failed, "detailed": detailed, "bytes": size}
-    if args.json:
+    to_stdout = args.output == "-"  # the page went there: the summary goes to stderr
+    if args.json and to_stdout:
+        sys.stderr.write(dumps(summary).decode() + "\n")
+    elif args.json:
         _json_out(summary)
     else:
-        Out().line(
-            f"wrote {args.output}: {len(rows)} tests, {failed} failed, {detailed} with a waterfall, "
-            f"{size / 1e6:.1f} MB",
+        where = "the report to stdout" if to_stdout else args.output
+        Out(sys.stderr if to_stdout else None).line(
+            f"wrote {where}: {len(rows)} tests, {failed} failed, {detailed} with a waterfall, {size / 1e6:.1f} MB",
             OK,
         )
     return OK_EXIT

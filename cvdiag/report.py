@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import os
+import sys
 import tempfile
 from collections.abc import Mapping
 from importlib import resources
@@ -53,8 +54,13 @@ def render(doc: Mapping[str, Any], title: str = "cvdiag report") -> str:
 
 
 def write(doc: Mapping[str, Any], path: str, title: str = "cvdiag report") -> int:
-    """Writes the page to ``path`` atomically (a reader never sees half a report); its size."""
+    """Writes the page to ``path`` atomically (a reader never sees half a report), or to
+    stdout for ``-``; returns its size."""
     page = render(doc, title).encode("utf-8")
+    if path == "-":
+        sys.stdout.buffer.write(page)
+        sys.stdout.buffer.flush()
+        return len(page)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".cvdiag-report-", suffix=".html", dir=folder)
     try:

@@ -123,3 +123,11 @@ def test_a_test_with_endless_events_is_cut_and_counted(tmp_path: Path, monkeypat
     (detail,) = doc["details"]
     assert len(detail["events"]) == 20
     assert detail["more"] == len(envs) + len(beats) - 20
+
+
+def test_dash_writes_the_page_to_stdout_and_the_summary_to_stderr(log: Path, tmp_path: Path) -> None:
+    result = run("report", log, "-o", "-", env={"CVDIAG_TRACEBACK": "1"})
+    assert result.code == 0, result.err
+    assert result.out.startswith("<!doctype html>") and TID_ABORT in result.out
+    assert "wrote the report to stdout: 4 tests, 3 failed" in result.err
+    assert not (tmp_path / "-").exists() and not Path("-").exists()
