@@ -84,14 +84,21 @@ _LADDER: tuple[Callable[[dict[str, Any]], bool], ...] = (
 )
 
 
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+
+
 def without_surrogates(text: str) -> str:
     """``text`` with each lone surrogate (not UTF-8 encodable) replaced by U+FFFD."""
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _encodable(value: Any) -> Any:
+    """``value`` as orjson can write it: lone surrogates as U+FFFD, and an integer past
+    64 bits (a provider or an app can report any token count) as null, not a lost line."""
     if isinstance(value, str):
         return without_surrogates(value)
+    if isinstance(value, int) and not _INT_MIN <= value <= _INT_MAX:
+        return None
     if isinstance(value, dict):
         return {_encodable(k): _encodable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -103,8 +110,9 @@ def render_capped(envelope: dict[str, Any], cap: int) -> bytes:
     """The envelope's JSON, shrunk step by step until it is at most ``cap`` bytes.
 
     May modify ``envelope`` (its metadata and demo; edge headers are copied first).
-    orjson refuses lone surrogates (a client can send ``"\\ud800"`` in valid JSON): on
-    its refusal they become U+FFFD and it renders again; the common path pays nothing.
+    orjson refuses lone surrogates (a client can send ``"\\ud800"`` in valid JSON) and
+    integers past 64 bits: on its refusal ``_encodable`` mends them and it renders again;
+    the common path pays nothing.
     """
     try:
         line = orjson.dumps(envelope)

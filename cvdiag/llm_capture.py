@@ -24,10 +24,11 @@ import asyncio
 import email.utils
 import functools
 import importlib
+import sys
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -38,6 +39,7 @@ from .llm_routes import LLMRoute, recognise
 from .llm_stream import AnswerReader
 from .schema import LLM_TEXT_MAX_CHARS, Tier
 from .scopes import LLMCall, current_llm_call
+from .scrubber import scrub_clipped
 
 __all__ = ["Exchange", "begin", "send_async", "send_sync", "set_heartbeat_s"]
 
@@ -49,6 +51,8 @@ _REQUEST_ID_HEADERS = ("x-request-id", "request-id")
 _TEXT_MAX = LLM_TEXT_MAX_CHARS
 #: At most this much of an unread error body is read when the caller closes it.
 _ERROR_BODY_MAX = 1 << 16
+#: How long an async close waits for an error body that stalls after its headers.
+_ERROR_BODY_WAIT_S = 1.0
 #: Attempts are counted per (test id, path, body) when the client sends no retry count.
 _RETRY_MEMORY = 256
 _failed_before: OrderedDict[tuple[str, str, int], int] = OrderedDict()
@@ -61,7 +65,9 @@ def set_heartbeat_s(seconds: float) -> None:
 
 
 def _text(value: str | None) -> str | None:
-    return value[:_TEXT_MAX] if value else None
+    """A provider's short text (request id, finish reason), scrubbed before it is cut:
+    a cut secret would no longer look like one to the emitter's scrubber."""
+    return scrub_clipped(value, _TEXT_MAX) if value else None
 
 
 def _retry_after_ms(headers: Any) -> int | None:
@@ -138,6 +144,9 @@ class Exchange:
     # -- the start ---------------------------------------------------------------------
 
     def start(self) -> None:
+        _end_let_go()
+        if self.scope is not None and self.scope.closed:
+            self.scope = None  # its block is over: this attempt is a call of its own
         if self.scope is not None:
             return
         route = self.route
@@ -264,8 +273,7 @@ class Exchange:
                 self.reader.flush()
             self._count_attempt(outcome)
             fields = self._fields(error_class)
-            if self.scope is not None:
-                self.scope.enrich(fields, self.first_output_ns)
+            if self.scope is not None and self.scope.enrich(fields, self.first_output_ns):
                 return
             latency = fields["latency_ms"]
             _emit_as(self.ctx, "backend.llm.call.response", fields, outcome=outcome, duration_ms=latency)
@@ -284,7 +292,7 @@ class Exchange:
             "attempt": self.attempt,
             "http_status": self.http_status,
             "error_class": error_class,
-            "error_type": reader.error_type if reader is not None else None,
+            "error_type": _text(reader.error_type) if reader is not None else None,
             "retry_after_ms": self.retry_after_ms,
             "latency_ms": (now - self.start_ns) // 1_000_000,
             "ttft_ms": (first - self.start_ns) // 1_000_000 if first is not None else None,
@@ -315,6 +323,7 @@ class Exchange:
 
 
 def _beat(ref: weakref.ref[Exchange]) -> bool:
+    _end_let_go()
     exchange = ref()
     return exchange is not None and exchange.beat()
 
@@ -424,6 +433,8 @@ class _ObservedSync:
     def close(self) -> None:
         exchange = self._exchange
         try:
+            # An SDK closes an error body unread before it retries: read at most 64 KiB of
+            # it for the provider's error type (bounded by the client's own read timeout).
             if exchange.wants_error_body():
                 for chunk in self._inner:
                     if not exchange.error_piece(chunk):
@@ -431,8 +442,9 @@ class _ObservedSync:
                 exchange.ended()
         except Exception:
             note_internal_error()
-        exchange.abandoned()
-        self._inner.close()
+        finally:  # whatever happened above, the call ends and the connection goes back
+            exchange.abandoned()
+            self._inner.close()
 
     def __del__(self) -> None:  # a body nobody closed: the call still gets its one ending
         _let_go(self)
@@ -463,27 +475,47 @@ class _ObservedAsync:
     async def aclose(self) -> None:
         exchange = self._exchange
         try:
-            if exchange.wants_error_body():
-                async for chunk in self._inner:
-                    if not exchange.error_piece(chunk):
-                        break
-                exchange.ended()
-        except Exception:
+            if exchange.wants_error_body():  # as in ``close``, and never for long
+                await asyncio.wait_for(self._read_error_body(), _ERROR_BODY_WAIT_S)
+        except Exception:  # TimeoutError included: a stalled error body is given up
             note_internal_error()
-        exchange.abandoned()
-        await self._inner.aclose()
+        finally:  # a cancelled close still ends the call and releases the connection
+            exchange.abandoned()
+            await self._inner.aclose()
+
+    async def _read_error_body(self) -> None:
+        exchange = self._exchange
+        async for chunk in self._inner:
+            if not exchange.error_piece(chunk):
+                break
+        exchange.ended()
 
     def __del__(self) -> None:
         _let_go(self)
 
 
+# Bodies nobody closed, found by the garbage collector. The collector runs at any
+# allocation on any thread, possibly one holding a lock that ending a call takes, or
+# during interpreter shutdown: ``__del__`` only queues the exchange (a deque append is
+# atomic and takes no lock) and the next call's start or end, or a heartbeat, ends it.
+_let_go_later: deque[Exchange] = deque()
+
+
 def _let_go(stream: Any) -> None:
-    try:
-        exchange = stream.__dict__.get("_exchange")
-        if exchange is not None and not exchange._done:
-            exchange.abandoned()
-    except Exception:  # at garbage collection there is nobody to tell
-        counters.internal_errors += 1
+    exchange = stream.__dict__.get("_exchange")
+    if exchange is not None and not exchange._done and not sys.is_finalizing():
+        _let_go_later.append(exchange)
+
+
+def _end_let_go() -> None:
+    """End the calls whose bodies were collected unclosed. Never raises."""
+    while _let_go_later:
+        try:
+            _let_go_later.popleft().abandoned()
+        except IndexError:  # another thread took the last one
+            return
+        except Exception:
+            counters.internal_errors += 1
 
 
 _observed_cache: dict[str, tuple[type, type]] = {}

@@ -37,7 +37,8 @@ _CLIP = 1 << 13
 _INFLATE_STEP = 1 << 16
 #: Once output has begun, whole SSE lines are read in batches of about this many bytes.
 _BATCH = 1 << 14
-_ERROR_TYPE_MAX = LLM_TEXT_MAX_CHARS
+# Kept longer than written (LLM_TEXT_MAX_CHARS): the capture scrubs it first, then cuts.
+_ERROR_TYPE_MAX = 8 * LLM_TEXT_MAX_CHARS
 
 # A JSON string value: group 1 is its body (escapes kept).
 _STRING = rb'\s*:\s*"((?:[^"\\]|\\.)*)"'

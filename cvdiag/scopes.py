@@ -107,11 +107,26 @@ class agent_scope(_Scope):
 class LLMCall:
     """The handle ``llm_call`` yields: record what the provider answered."""
 
-    __slots__ = ("_fields", "_start_ns")
+    __slots__ = ("_closed", "_fields", "_lock", "_start_ns")
 
     def __init__(self, start_ns: int) -> None:
         self._start_ns = start_ns
         self._fields: dict[str, Any] = {"source": "scope"}
+        # An HTTP exchange may end on another thread, or after the block has closed (a
+        # stream returned from inside it and read later): it must not enrich a call whose
+        # response line is already written, nor change the fields while they are.
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def seal(self) -> dict[str, Any]:
+        """Close the call to enrichment; the fields its response line carries."""
+        with self._lock:
+            self._closed = True
+            return dict(self._fields)
 
     def record(
         self,
@@ -136,17 +151,23 @@ class LLMCall:
         """Mark the first streamed token now (sets ttft_ms once)."""
         self._fields.setdefault("ttft_ms", elapsed_ms(self._start_ns))
 
-    def enrich(self, fields: dict[str, Any], first_output_ns: int | None) -> None:
-        """What an HTTP exchange inside this call saw (the last attempt's answer wins).
+    def enrich(self, fields: dict[str, Any], first_output_ns: int | None) -> bool:
+        """What an HTTP exchange inside this call saw (the last attempt's answer wins);
+        False when the call has already written its response (the exchange then writes
+        its own).
 
         What the application recorded itself is kept; ttft counts from the call's start.
         """
-        mine = self._fields
-        for key, value in fields.items():
-            if value is not None and key not in _SCOPE_OWN and (key not in _RECORDED or key not in mine):
-                mine[key] = value
-        if first_output_ns is not None and "ttft_ms" not in mine:
-            mine["ttft_ms"] = max(0, (first_output_ns - self._start_ns) // 1_000_000)
+        with self._lock:
+            if self._closed:
+                return False
+            mine = self._fields
+            for key, value in fields.items():
+                if value is not None and key not in _SCOPE_OWN and (key not in _RECORDED or key not in mine):
+                    mine[key] = value
+            if first_output_ns is not None and "ttft_ms" not in mine:
+                mine["ttft_ms"] = max(0, (first_output_ns - self._start_ns) // 1_000_000)
+        return True
 
 
 #: Fields the scope itself decides: its own provider and model, timing and outcome.
@@ -238,7 +259,7 @@ class llm_call(_Scope):
                 outcome, error_class = "timeout", "CancelledError"
             else:
                 outcome, error_class = "err", type(exc).__name__
-            fields = self._call._fields if self._call is not None else {}
+            fields = self._call.seal() if self._call is not None else {}
             emit(
                 "backend.llm.call.response",
                 {

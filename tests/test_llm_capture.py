@@ -465,3 +465,83 @@ def test_anthropic_and_responses_non_streamed_answers(server):
         7,
     )
     assert _md(end, "request_id", "completion_tokens", "chunks", "ttft_ms") == ("req_a1", 2, None, None)
+
+
+_COLLECTED_UNDER_A_LOCK = r"""
+import gc, json, os, sys
+os.environ.update(CVDIAG_ENABLED="1", CVDIAG_STDOUT="0", CVDIAG_TIER="verbose", CVDIAG_FILE=sys.argv[1])
+import httpx
+import cvdiag
+from cvdiag import llm_capture
+from cvdiag.context import new_context
+from cvdiag.llm_routes import LLMRoute
+
+route = LLMRoute("openai", "chat.completions", "m", True)
+lost = llm_capture.Exchange(route, new_context(), None, 0)
+lost._retry_key = ("t", "/v1/chat/completions", 1)
+lost.start()
+body = llm_capture._observed_types(httpx.Client)[0](object(), lost)
+body.cycle = body  # httpx keeps Response -> stream -> Response: only the cyclic GC frees it
+del body, lost
+gc.disable()
+with llm_capture._failed_lock:  # held while ending a call allocates; the GC may run right here
+    gc.collect()
+next_call = llm_capture.Exchange(route, new_context(), None, 0)
+next_call.start()  # the next call ends the one nobody closed
+cvdiag.flush()
+print("done")
+"""
+
+
+def test_a_body_nobody_closed_never_deadlocks_the_collector_and_still_ends(tmp_path) -> None:
+    """The garbage collector can free an unclosed body on a thread that holds one of
+    cvdiag's locks: ending the call there would deadlock. It ends at the next call."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "lines.ndjson"
+    script = tmp_path / "collect.py"
+    script.write_text(_COLLECTED_UNDER_A_LOCK)
+    done = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "done", done.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    ended = [e for e in lines if e["boundary"] == "backend.llm.call.response"]
+    assert [(e["outcome"], e["metadata"]["error_class"]) for e in ended] == [("timeout", "CancelledError")]
+    assert sum(e["boundary"] == "backend.llm.call.start" for e in lines) == 2
+
+
+def test_a_secret_in_a_request_id_is_scrubbed_before_it_is_cut(server) -> None:
+    key = "sk-proj-" + "Zx9Q" * 30  # past the 64 characters a request id is cut to
+    server.plan(CHAT, Reply.json(b'{"choices":[]}', headers={"x-request-id": "req_" + "9" * 52 + ";" + key}))
+    with capture("verbose") as cap, httpx.Client() as client:
+        client.post(server.url + CHAT, json={**BODY, "stream": False})
+    (end,) = _calls(cap)
+    assert "sk-pr" not in json.dumps(end) and "Zx9Q" not in json.dumps(end)
+
+
+def test_a_token_count_no_64_bit_field_holds_still_writes_the_call(server) -> None:
+    """A provider (or a proxy) can put any number in usage: the line is still written."""
+    body = {
+        "choices": [{"message": {"content": "Hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 123456789012345678901234, "completion_tokens": 2},
+    }
+    server.plan(CHAT, Reply.json(json.dumps(body).encode()))
+    with capture("verbose") as cap, httpx.Client() as client:
+        client.post(server.url + CHAT, json={**BODY, "stream": False}).json()
+    (end,) = _calls(cap)
+    assert (end["outcome"], *_md(end, "prompt_tokens", "completion_tokens", "output_chars")) == ("ok", None, 2, 2)
+
+
+def test_a_stream_read_after_its_llm_call_block_closed_is_a_call_of_its_own(server) -> None:
+    """A helper opens the stream inside ``llm_call`` and returns it; the caller reads it
+    after the block: the scope's line is written, and the attempt is not lost."""
+    server.plan(CHAT, Reply.sse("openai_chat_stream.sse", piece=11))
+    with capture("verbose") as cap, httpx.Client() as client:
+        with cvdiag.llm_call("openai", "gpt-4o-mini"):
+            request = client.build_request("POST", server.url + CHAT, json={**BODY, "stream": True})
+            response = client.send(request, stream=True)
+        response.read()
+        response.close()
+    ends = _calls(cap)
+    assert [(e["outcome"], e["metadata"]["source"]) for e in ends] == [("ok", "scope"), ("ok", "http")]
+    assert ends[1]["metadata"]["finish_reason"] == "stop" and ends[1]["metadata"]["output_chars"] > 0
