@@ -545,3 +545,22 @@ def test_a_stream_read_after_its_llm_call_block_closed_is_a_call_of_its_own(serv
     ends = _calls(cap)
     assert [(e["outcome"], e["metadata"]["source"]) for e in ends] == [("ok", "scope"), ("ok", "http")]
     assert ends[1]["metadata"]["finish_reason"] == "stop" and ends[1]["metadata"]["output_chars"] > 0
+
+
+def test_closing_an_error_body_that_stalls_is_quick_and_still_ends_the_call(server) -> None:
+    """An SDK closes a 5xx body unread before it retries; cvdiag reads a little of it for
+    the provider's error type, but a body that stalls after its headers (a proxy's 502)
+    must not hold the close for the client's whole read timeout."""
+    server.plan(CHAT, Reply.json(b'{"error":{"type":"server_error"}}', status=502, delay=15.0))
+
+    async def run() -> None:
+        async with httpx.AsyncClient(timeout=60) as client:
+            request = client.build_request("POST", server.url + CHAT, json={**BODY, "stream": True})
+            response = await client.send(request, stream=True)
+            assert response.status_code == 502
+            await asyncio.wait_for(response.aclose(), 10)  # a hang guard, not a speed test
+
+    with capture("verbose") as cap:
+        asyncio.run(run())
+    (end,) = _calls(cap)
+    assert (end["outcome"], *_md(end, "http_status", "error_class")) == ("err", 502, "HTTPStatusError")
