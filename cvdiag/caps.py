@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .schema import EDGE_HEADERS
+from .schema import EDGE_HEADERS, JSON_INT_MAX, JSON_INT_MIN
 from .scrubber import REDACTED
 
 TRUNCATED_OBJECT = "[truncated]"
@@ -84,9 +84,6 @@ _LADDER: tuple[Callable[[dict[str, Any]], bool], ...] = (
 )
 
 
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
-
-
 def without_surrogates(text: str) -> str:
     """``text`` with each lone surrogate (not UTF-8 encodable) replaced by U+FFFD."""
     return _LONE_SURROGATE.sub("\ufffd", text)
@@ -97,7 +94,7 @@ def _encodable(value: Any) -> Any:
     64 bits (a provider or an app can report any token count) as null, not a lost line."""
     if isinstance(value, str):
         return without_surrogates(value)
-    if isinstance(value, int) and not _INT_MIN <= value <= _INT_MAX:
+    if isinstance(value, int) and not JSON_INT_MIN <= value <= JSON_INT_MAX:
         return None
     if isinstance(value, dict):
         return {_encodable(k): _encodable(v) for k, v in value.items()}

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+from .schema import JSON_INT_MAX, JSON_INT_MIN
 
 
 def dumps(value: Any, option: int = 0) -> bytes:
@@ -28,7 +28,7 @@ def _tame(value: Any) -> Any:
         return {str(k): _tame(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_tame(v) for v in value]
-    if isinstance(value, int) and not isinstance(value, bool) and not _INT_MIN <= value <= _INT_MAX:
+    if isinstance(value, int) and not isinstance(value, bool) and not JSON_INT_MIN <= value <= JSON_INT_MAX:
         as_float = float(value) if value.bit_length() < 1024 else math.inf
         return as_float if math.isfinite(as_float) else str(value)
     return value

@@ -21,14 +21,14 @@ OK = "green"
 
 
 def printable(text: str) -> str:
-    """``text`` with every character Python calls unprintable but the space shown as an
+    """``text`` with every character Python calls unprintable shown as an
     escape (``\\xNN``, ``\\uXXXX``), so log content can never drive the terminal: C0
     and C1 controls (ESC sequences, BEL, CR overwriting a line), bidi overrides and line
     separators that reorder or spoof what is shown, lone surrogates and non-characters
     that XML cannot hold."""
     if text.isprintable():  # C speed, the common case
         return text
-    return "".join(c if c == " " or c.isprintable() else _escaped(c) for c in text)
+    return "".join(c if c.isprintable() else _escaped(c) for c in text)
 
 
 def _escaped(char: str) -> str:

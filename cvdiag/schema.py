@@ -161,6 +161,9 @@ LLM_APIS: tuple[str, ...] = (
 LLM_SOURCES: tuple[str, ...] = ("http", "scope")
 #: error_type and request_id are cut to this many characters.
 LLM_TEXT_MAX_CHARS = 64
+#: The integers a JSON line can carry (orjson's: signed and unsigned 64-bit). A log or a
+#: provider can hold any number; both sides write one past this range as something else.
+JSON_INT_MIN, JSON_INT_MAX = -(1 << 63), (1 << 64) - 1
 
 #: LLM calls seen at the HTTP client (section 3, extension): keys of start and response.
 _LLM_CALL_KEYS = ("source", "api", "stream", "attempt")

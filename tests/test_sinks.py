@@ -21,6 +21,7 @@ import httpx
 import orjson
 import pytest
 from emitkit import capture
+from serverkit import free_port
 
 import cvdiag
 
@@ -41,12 +42,6 @@ APP = textwrap.dedent(
     app = cvdiag.CvdiagMiddleware(Starlette(routes=[Route("/chat", chat)]), slug="gw")
     """
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -101,7 +96,7 @@ def _wait_until_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 def test_two_gunicorn_workers_on_one_slow_pipe_never_tear_a_line(tmp_path: Path):
     (tmp_path / "pipeapp.py").write_text(APP)
-    port = _free_port()
+    port = free_port()
     read_fd, write_fd = os.pipe()
     fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 4096)  # one page: a slow reader keeps it full
     workers = ["-w", "2", "-k", "uvicorn.workers.UvicornWorker", "-b", f"127.0.0.1:{port}", "--keep-alive", "60"]
