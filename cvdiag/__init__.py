@@ -11,46 +11,46 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .asgi import CvdiagMiddleware
-    from .config import Settings, configure, get_settings
-    from .context import RequestContext, current_context, request_context
-    from .emitter import CvdiagError, emit, flush, stats
-    from .ids import new_test_id, normalize_test_id
-    from .llm_routes import register_llm_endpoint
-    from .logcontext import CvdiagLogFilter, add_cvdiag_context
-    from .propagation import copy_context, httpx_hooks, instrument_httpx, uninstrument_httpx, wrap
-    from .schema import OUTBOUND_ALLOW_LIST, register_boundary
-    from .scopes import LLMCall, agent_scope, llm_call
-    from .scrubber import scrub
+    from cvdiag.contract.ids import new_test_id, normalize_test_id
+    from cvdiag.contract.schema import OUTBOUND_ALLOW_LIST, register_boundary
+    from cvdiag.write.config import Settings, configure, get_settings
+    from cvdiag.write.context import RequestContext, current_context, request_context
+    from cvdiag.write.emitter import CvdiagError, emit, flush, stats
+    from cvdiag.write.llm_routes import register_llm_endpoint
+    from cvdiag.write.logcontext import CvdiagLogFilter, add_cvdiag_context
+    from cvdiag.write.middleware import CvdiagMiddleware
+    from cvdiag.write.propagation import copy_context, httpx_hooks, instrument_httpx, uninstrument_httpx, wrap
+    from cvdiag.write.scopes import LLMCall, agent_scope, llm_call
+    from cvdiag.write.scrubber import scrub
 
 _WHERE = {
-    "CvdiagMiddleware": "asgi",
-    "Settings": "config",
-    "configure": "config",
-    "get_settings": "config",
-    "RequestContext": "context",
-    "current_context": "context",
-    "request_context": "context",
-    "CvdiagError": "emitter",
-    "emit": "emitter",
-    "flush": "emitter",
-    "stats": "emitter",
-    "new_test_id": "ids",
-    "normalize_test_id": "ids",
-    "register_llm_endpoint": "llm_routes",
-    "CvdiagLogFilter": "logcontext",
-    "add_cvdiag_context": "logcontext",
-    "copy_context": "propagation",
-    "httpx_hooks": "propagation",
-    "instrument_httpx": "propagation",
-    "uninstrument_httpx": "propagation",
-    "wrap": "propagation",
-    "OUTBOUND_ALLOW_LIST": "schema",
-    "register_boundary": "schema",
-    "LLMCall": "scopes",
-    "agent_scope": "scopes",
-    "llm_call": "scopes",
-    "scrub": "scrubber",
+    "CvdiagMiddleware": "write.middleware",
+    "Settings": "write.config",
+    "configure": "write.config",
+    "get_settings": "write.config",
+    "RequestContext": "write.context",
+    "current_context": "write.context",
+    "request_context": "write.context",
+    "CvdiagError": "write.emitter",
+    "emit": "write.emitter",
+    "flush": "write.emitter",
+    "stats": "write.emitter",
+    "new_test_id": "contract.ids",
+    "normalize_test_id": "contract.ids",
+    "register_llm_endpoint": "write.llm_routes",
+    "CvdiagLogFilter": "write.logcontext",
+    "add_cvdiag_context": "write.logcontext",
+    "copy_context": "write.propagation",
+    "httpx_hooks": "write.propagation",
+    "instrument_httpx": "write.propagation",
+    "uninstrument_httpx": "write.propagation",
+    "wrap": "write.propagation",
+    "OUTBOUND_ALLOW_LIST": "contract.schema",
+    "register_boundary": "contract.schema",
+    "LLMCall": "write.scopes",
+    "agent_scope": "write.scopes",
+    "llm_call": "write.scopes",
+    "scrub": "write.scrubber",
 }
 
 __all__ = [

@@ -7,9 +7,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import cvdiag
-from cvdiag.config import apply_settings, get_settings
-from cvdiag.emitter import add_sink, remove_sink
-from cvdiag.sinks import MemorySink
+from cvdiag.write.config import apply_settings, get_settings
+from cvdiag.write.emitter import add_sink, remove_sink
+from cvdiag.write.sinks import MemorySink
 
 
 class Captured:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from cvdiag.propagation import instrument_httpx, is_instrumented, uninstrument_httpx
+from cvdiag.write.propagation import instrument_httpx, is_instrumented, uninstrument_httpx
 
 DATA = Path(__file__).parent / "data" / "llm"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from cvdiag.schema import EDGE_HEADERS
+from cvdiag.contract.schema import EDGE_HEADERS
 
 T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
 TID_OK = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e01"

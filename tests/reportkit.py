@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cvdiag.schema import EDGE_HEADERS
+from cvdiag.contract.schema import EDGE_HEADERS
 
 CHROMIUM_ARGS = [
     "--headless",

@@ -359,7 +359,9 @@ def test_a_directory_of_many_files_is_read_without_holding_them_all_open(tmp_pat
 
 
 def test_the_read_side_imports_neither_starlette_nor_structlog_nor_rich() -> None:
-    code = "import sys, cvdiag.cli; print(sorted(m for m in ('starlette', 'structlog', 'rich') if m in sys.modules))"
+    code = (
+        "import sys, cvdiag.face.cli; print(sorted(m for m in ('starlette', 'structlog', 'rich') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -10,7 +10,7 @@ import pytest
 from cvdiag_cli import run
 from logkit import compact, envelope, happy, write
 
-from cvdiag.compare import compare
+from cvdiag.read.compare import compare
 
 PASS = "0190a9c0-1a2b-7c3d-8e4f-00000000aaaa"
 FAIL = "0190a9c0-1a2b-7c3d-8e4f-00000000bbbb"
@@ -73,7 +73,7 @@ def slow_llm(test_id: str = FAIL, start: float = 10.0) -> list[dict[str, Any]]:
 def _offset(env: dict[str, Any], start: float) -> float:
     from logkit import T0
 
-    from cvdiag.schema import parse_ts
+    from cvdiag.contract.timestamps import parse_ts
 
     return parse_ts(env["ts"]) - T0.timestamp() - start
 

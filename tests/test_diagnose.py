@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cvdiag.diagnose import CLASSES, Diagnosis, Evidence, Thresholds, classify, diagnose
-from cvdiag.schema import parse_ts
+from cvdiag.contract.timestamps import parse_ts
+from cvdiag.diagnosis import CLASSES, Diagnosis, Evidence, Thresholds, classify, diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"

@@ -17,8 +17,8 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 import cvdiag
-from cvdiag.asgi import CvdiagMiddleware
-from cvdiag.diagnose import diagnose
+from cvdiag.diagnosis import diagnose
+from cvdiag.write.middleware import CvdiagMiddleware
 
 CHAT = "/v1/chat/completions"
 FAST_RETRY = {"retry-after-ms": "5"}

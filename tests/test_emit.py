@@ -12,9 +12,9 @@ import pytest
 from emitkit import capture
 
 import cvdiag
-from cvdiag import config
-from cvdiag.emitter import add_sink, remove_sink
-from cvdiag.schema import EDGE_HEADERS, ENVELOPE_FIELDS, SPAN_ID_RE, UUID7_RE, Tier
+from cvdiag.contract.schema import EDGE_HEADERS, ENVELOPE_FIELDS, SPAN_ID_RE, UUID7_RE, Tier
+from cvdiag.write import config
+from cvdiag.write.emitter import add_sink, remove_sink
 
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -322,7 +322,7 @@ def test_log_filter_and_structlog_processor_carry_the_test_id():
 
 
 def test_package_face_names_the_functions_not_their_modules():
-    import cvdiag.emitter  # importing submodules must not shadow the API
+    import cvdiag.write.emitter  # importing submodules must not shadow the API
 
     assert cvdiag.scrub("token sk-test-12345") == "token [REDACTED]"
     assert callable(cvdiag.emit) and callable(cvdiag.flush)

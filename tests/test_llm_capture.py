@@ -17,9 +17,9 @@ from emitkit import capture
 from llm_server import DATA, LLMServer, Reply, llm_capture_on_fixture, server_fixture  # noqa: F401 (fixtures)
 
 import cvdiag
-from cvdiag.llm_routes import clear_llm_endpoints, register_llm_endpoint
-from cvdiag.propagation import instrument_httpx
-from cvdiag.validate import problems
+from cvdiag.read.validate import problems
+from cvdiag.write.llm_routes import clear_llm_endpoints, register_llm_endpoint
+from cvdiag.write.propagation import instrument_httpx
 
 CLIENT_LIBRARIES = pytest.mark.parametrize("lib", [httpx, httpx2], ids=["httpx", "httpx2"])
 CHAT = "/v1/chat/completions"
@@ -472,9 +472,9 @@ import gc, json, os, sys
 os.environ.update(CVDIAG_ENABLED="1", CVDIAG_STDOUT="0", CVDIAG_TIER="verbose", CVDIAG_FILE=sys.argv[1])
 import httpx
 import cvdiag
-from cvdiag import llm_capture
-from cvdiag.context import new_context
-from cvdiag.llm_routes import LLMRoute
+from cvdiag.write import _llm_capture as llm_capture
+from cvdiag.write.context import new_context
+from cvdiag.write.llm_routes import LLMRoute
 
 route = LLMRoute("openai", "chat.completions", "m", True)
 lost = llm_capture.Exchange(route, new_context(), None, 0)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cvdiag.llm_stream import LINE_CAP, AnswerReader, error_type_of
+from cvdiag.write._llm_stream import LINE_CAP, AnswerReader, error_type_of
 
 DATA = Path(__file__).parent / "data" / "llm"
 

@@ -15,8 +15,8 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 import cvdiag
-from cvdiag.config import apply_settings
-from cvdiag.schema import BACKEND_TERMINALS, EDGE_HEADERS, UUID7_RE
+from cvdiag.contract.schema import BACKEND_TERMINALS, EDGE_HEADERS, UUID7_RE
+from cvdiag.write.config import apply_settings
 
 
 async def _sse(n: int = 3, fail_at: int | None = None) -> AsyncIterator[bytes]:

@@ -22,8 +22,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from cvdiag.context import bind, current_context, new_context, request_context, unbind
-from cvdiag.propagation import (
+from cvdiag.write.context import bind, current_context, new_context, request_context, unbind
+from cvdiag.write.propagation import (
     copy_context,
     httpx_hooks,
     instrument_httpx,

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from cvdiag import config as cvdiag_config
-from cvdiag.schema import UUID7_RE
+from cvdiag.contract.schema import UUID7_RE
+from cvdiag.write import config as cvdiag_config
 
 pytest_plugins = ["pytester"]
 
@@ -105,7 +105,7 @@ def test_each_test_gets_its_own_uuid7_bound_for_its_whole_run(pytester: pytest.P
             seen.append(cvdiag_test_id)
 
         def test_ids_differ_and_are_uuid7():
-            from cvdiag.schema import UUID7_RE
+            from cvdiag.contract.schema import UUID7_RE
             assert len(set(seen)) == 2
             assert all(UUID7_RE.match(i) for i in seen)
         """
@@ -202,7 +202,7 @@ def test_previous_configuration_is_restored_after_the_tests(pytester: pytest.Pyt
     pytester.makepyfile(
         """
         import cvdiag
-        from cvdiag.schema import Tier
+        from cvdiag.contract.schema import Tier
 
         def test_enabled_at_debug():
             settings = cvdiag.get_settings()
@@ -228,7 +228,7 @@ def test_user_sinks_and_label_stay_as_configured(pytester: pytest.Pytester) -> N
     pytester.makepyfile(
         """
         import cvdiag
-        from cvdiag.schema import Tier
+        from cvdiag.contract.schema import Tier
 
         def test_user_settings_win():
             settings = cvdiag.get_settings()

@@ -12,8 +12,8 @@ from cvdiag_cli import run
 from logkit import TID_ABORT, TID_ERROR, TID_OK, aborted, compact, errored, happy, write
 from reportkit import STORY_ID, story
 
-from cvdiag import report_data
-from cvdiag.reader import resolve_sources
+from cvdiag.face import report_data
+from cvdiag.read.reader import resolve_sources
 
 
 def embedded(page: str) -> tuple[dict, list[dict]]:

@@ -10,7 +10,7 @@ import pytest
 from emitkit import capture
 
 import cvdiag
-from cvdiag.schema import UUID7_RE
+from cvdiag.contract.schema import UUID7_RE
 
 
 def in_fresh_context(fn, *args):
@@ -176,7 +176,7 @@ def test_request_context_adopts_or_mints_ids():
 
 
 def test_resetting_a_context_from_another_task_does_not_blow_up():
-    from cvdiag.context import bind, new_context, unbind
+    from cvdiag.write.context import bind, new_context, unbind
 
     async def main() -> None:
         tokens = bind(new_context(test_id="outer"))

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 import cvdiag
-from cvdiag.schema import DEMO_MAX_CHARS, EDGE_HEADER_MAX_CHARS
+from cvdiag.contract.schema import DEMO_MAX_CHARS, EDGE_HEADER_MAX_CHARS
 
 KEY = "sk-proj-Zx9QmT4vLk2Wn8Rb6Yc1Hd5Jf3Gp7Ks0Xa"
 EMAIL = "alice.smith@example.com"

@@ -20,7 +20,7 @@ import pytest
 from cvdiag_cli import run
 from serverkit import free_port, wait_until_serving
 
-from cvdiag.schema import BACKEND_TERMINALS
+from cvdiag.contract.schema import BACKEND_TERMINALS
 
 STREAMS = 10
 

@@ -24,8 +24,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Mount, Route
 
 import cvdiag
-from cvdiag.diagnose import diagnose
-from cvdiag.schema import BACKEND_TERMINALS
+from cvdiag.contract.schema import BACKEND_TERMINALS
+from cvdiag.diagnosis import diagnose
 
 
 async def lookup_user(request: Request) -> JSONResponse:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 import cvdiag
-from cvdiag.emitter import emit_edge
+from cvdiag.write.emitter import emit_edge
 
 LLM = {
     "provider": "openai",

@@ -126,7 +126,7 @@ class _DropSpans:
 
 def _variants() -> dict[str, tuple[Callable[[], None], Callable[[], None]]]:
     import cvdiag
-    from cvdiag.propagation import instrument_httpx, uninstrument_httpx
+    from cvdiag.write.propagation import instrument_httpx, uninstrument_httpx
 
     def cvdiag_on(tier: str) -> Callable[[], None]:
         def enter() -> None:

@@ -75,8 +75,8 @@ def file_sink(lines: int) -> float:
 
 
 def _batch() -> list[bytes]:
-    from cvdiag.emitter import add_sink, remove_sink
-    from cvdiag.sinks import MemorySink
+    from cvdiag.write.emitter import add_sink, remove_sink
+    from cvdiag.write.sinks import MemorySink
 
     memory = MemorySink()
     add_sink(memory)
@@ -91,7 +91,7 @@ def _batch() -> list[bytes]:
 
 def sink_only_pipe(lines: int) -> float:
     """Only the sink's own work: StdoutSink.write of 512-line batches into a drained pipe."""
-    from cvdiag.sinks import StdoutSink
+    from cvdiag.write.sinks import StdoutSink
 
     batch, sink = _batch(), StdoutSink()
     drain = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
@@ -112,7 +112,7 @@ def sink_only_pipe(lines: int) -> float:
 
 def sink_only_file(lines: int) -> float:
     """Only the sink's own work: FileSink.write of 512-line batches into a file."""
-    from cvdiag.sinks import FileSink
+    from cvdiag.write.sinks import FileSink
 
     batch = _batch()
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,4 +1,4 @@
-"""Score ``cvdiag.diagnose`` on the labelled corpus: confusion matrix, per-class precision/recall.
+"""Score ``cvdiag.diagnosis`` on the labelled corpus: confusion matrix, per-class precision/recall.
 
     python tools/eval_diagnose.py [CORPUS.jsonl ...]   # default: tests/corpus/*.jsonl
 
@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cvdiag.diagnose import CLASSES, Diagnosis, Thresholds, diagnose
-from cvdiag.schema import parse_ts
+from cvdiag.contract.timestamps import parse_ts
+from cvdiag.diagnosis import CLASSES, Diagnosis, Thresholds, diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
 MIN_SCORE = 0.95

@@ -17,7 +17,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cvdiag.schema import EDGE_HEADERS
+from cvdiag.contract.schema import EDGE_HEADERS
 
 SEED = 20261121
 T0 = datetime(2026, 11, 21, 9, 0, 0, tzinfo=UTC)

@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from cvdiag.pytest_plugin import add_log
-from cvdiag.schema import BACKEND_TERMINALS
+from cvdiag.contract.schema import BACKEND_TERMINALS
+from cvdiag.pytest_plugin.plugin import add_log
 
 REPO = Path(__file__).resolve().parents[2]
 E2E = REPO / "e2e"

@@ -1,0 +1,148 @@
+"""``cvdiag demo``: run the bundled example backend under a real uvicorn, drive four
+scenarios at it over HTTP, and read the log it wrote with the CLI.
+
+Offline, no API key, well under a minute. The HTTP client is the standard library's,
+so the demo needs nothing beyond ``pip install 'cvdiag[demo]'`` (uvicorn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import secrets
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+#: The LLM's slow threshold for the demo: its slow call takes ~2.5 s, not minutes.
+DEMO_SLOW_S = 2.0
+_START_TIMEOUT_S = 20.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _request(port: int, path: str, test_id: str, read_events: int | None = None) -> str:
+    """GET ``path``; with ``read_events`` hang up after that many SSE events."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path, headers={"x-test-id": test_id})
+        response = conn.getresponse()
+        if read_events is None:
+            response.read()
+            return f"HTTP {response.status}"
+        seen = 0
+        while seen < read_events:
+            line = response.fp.readline()
+            if not line:
+                break
+            seen += line.startswith(b"data:")
+        return f"hung up after {seen} events"
+    finally:
+        conn.close()
+
+
+def _wait_until_up(port: int, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the demo server exited with code {server.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("the demo server did not start in time")
+
+
+def _scenarios(run: str) -> list[tuple[str, str, str, int | None]]:
+    """(name, test id, path, events to read before hanging up)."""
+    return [
+        ("a happy stream", f"demo-happy-{run}", "/chat?q=hello&tokens=5", None),
+        ("a client that hangs up mid-stream", f"demo-hangup-{run}", "/chat?tokens=200&delay=0.05", 3),
+        ("a server error", f"demo-error-{run}", "/chat?fail=tool&tool=calendar", None),
+        ("a slow LLM call", f"demo-slow-{run}", "/chat?latency=2.5&tokens=3", None),
+    ]
+
+
+def _serve(log: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "CVDIAG_ENABLED": "1",
+        "CVDIAG_TIER": "verbose",
+        "CVDIAG_ENV": "local",
+        "CVDIAG_DEMO_HEARTBEAT_S": "0.5",
+        "PYTHONUNBUFFERED": "1",
+    }
+    cmd = [sys.executable, "-m", "uvicorn", "cvdiag.face._demo_app:app", "--host", "127.0.0.1", "--port", str(port)]
+    with log.open("wb") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cvdiag demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--log", type=Path, help="where to write the backend log (default: a new temp dir)")
+    args = parser.parse_args(argv)
+    try:
+        import uvicorn  # noqa: F401
+    except ImportError:
+        print("cvdiag demo needs uvicorn: pip install 'cvdiag[demo]'", file=sys.stderr)
+        return 1
+    log = args.log or Path(tempfile.mkdtemp(prefix="cvdiag-demo-")) / "backend.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    run = secrets.token_hex(2)
+    say: Callable[[str], None] = lambda text: print(text, flush=True)  # noqa: E731
+    say(f"Starting the example backend (Starlette + CvdiagMiddleware) under uvicorn on 127.0.0.1:{port}")
+    server = _serve(log, port)
+    try:
+        _wait_until_up(port, server)
+        for name, test_id, path, read_events in _scenarios(run):
+            say(f"  {name:<36} x-test-id={test_id:<20} -> {_request(port, path, test_id, read_events)}")
+        time.sleep(0.3)  # let the server notice the hang-up before it stops
+    except (RuntimeError, OSError) as exc:
+        print(f"cvdiag demo: {exc}; server log: {log}", file=sys.stderr)
+        return 1
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    say(f"\nThe backend's log (uvicorn's lines and CVDIAG lines mixed) is {log}\n")
+
+    from cvdiag.face.cli import main as cli
+
+    hangup = f"demo-hangup-{run}"
+    path, slow = shlex.quote(str(log)), str(DEMO_SLOW_S)
+    say(f"$ cvdiag tests --slow-s {slow} {path}")
+    cli(["tests", "--slow-s", slow, str(log)])
+    say(f"\n$ cvdiag timeline {hangup} {path}")
+    cli(["timeline", hangup, str(log)])
+    say("\nNext, try:")
+    for command in (
+        f"cvdiag diagnose --all --slow-s {slow} {path}",
+        f"cvdiag report --slow-s {slow} {path} -o cvdiag-demo-report.html  # open it in a browser",
+        f"cvdiag compare demo-happy-{run} demo-hangup-{run} {path}",
+        f"cvdiag timeline demo-error-{run} {path}",
+        f"cvdiag grep --boundary 'backend.llm.*' {path} | jq .metadata",
+        f"cvdiag stats {path}",
+        f"cvdiag validate {path}",
+    ):
+        say(f"  {command}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""The HTML report's data: one index row per test and the events of the tests shown in
+detail, in a compact JSON-ready form that ``report`` embeds and the page draws lazily.
+
+Two passes over the inputs: ``correlate.scan_tests`` (rows and diagnoses, as ``tests``
+and ``diagnose --all`` compute them) and one ``reader.read`` for the events. Each event
+is encoded as soon as it is read, so memory follows the size of the report, not of the
+log. Read side only: no emit-side import, no HTML here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from cvdiag.contract.schema import EDGE_HEADERS, LAYERS
+from cvdiag.contract.timestamps import ts_seconds
+from cvdiag.read import correlate, reader
+from cvdiag.read.jsonout import dumps
+from cvdiag.read.reader import ENVELOPE, Source, Tally
+
+#: A test's events beyond this many are counted, not embedded (a debug-tier stream can
+#: hold hundreds of thousands of chunk events).
+MAX_EVENTS_PER_TEST = 5000
+#: Columns of an index row, in order (the page reads rows by position).
+ROW_COLUMNS: tuple[str, ...] = (
+    "id", "label", "slug", "class", "failed", "terminal", "duration_ms", "ttfb_ms", "llm_ms",
+    "events", "layers", "start_ms", "reason", "confidence", "detail",
+)  # fmt: skip
+#: Fields of an event, in order: offset from the test's first event (ms), layer,
+#: boundary and outcome (indexes into ``strings``), duration_ms, metadata, and the
+#: envelope's other fields when they differ from what the page can rebuild.
+EVENT_COLUMNS: tuple[str, ...] = ("t", "layer", "boundary", "outcome", "duration_ms", "metadata", "rest")
+_LLM_RESPONSE = "backend.llm.call.response"
+_FAR_MS = 1e15  # about 30,000 years: any duration past it is junk, not a time
+_REBUILT = frozenset({"schema_version", "test_id", "layer", "boundary", "outcome", "duration_ms", "metadata", "ts"})
+
+
+class Strings:
+    """A table of the names that repeat across rows and events (boundaries, slugs, classes)."""
+
+    __slots__ = ("index", "table")
+
+    def __init__(self) -> None:
+        self.table: list[str] = []
+        self.index: dict[str, int] = {}
+
+    def __call__(self, text: Any) -> int:
+        text = text if isinstance(text, str) else "" if text is None else str(text)
+        i = self.index.get(text)
+        if i is None:
+            i = self.index[text] = len(self.table)
+            self.table.append(text)
+        return i
+
+
+class _TestEvents:
+    """One test's encoded events, kept as (order key, JSON bytes) until they are sorted."""
+
+    __slots__ = ("events", "more", "t0_ms")
+
+    def __init__(self, t0_ms: int) -> None:
+        self.t0_ms = t0_ms
+        self.events: list[tuple[tuple[Any, ...], bytes]] = []
+        self.more = 0
+
+    def encoded(self) -> list[bytes]:
+        """The events in time order, an envelope read twice (two sinks given) kept once."""
+        self.events.sort(key=lambda pair: pair[0])
+        out: list[bytes] = []
+        previous: tuple[Any, ...] | None = None
+        for key, blob in self.events:
+            if key != previous:
+                out.append(blob)
+            previous = key
+        return out
+
+
+def _ms_text(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> tuple[tuple[Any, ...], bytes]:
+    """(order key, compact JSON) of one envelope; the page rebuilds the whole envelope."""
+    ts_s = ts_seconds(env["ts"])
+    ms = round(ts_s * 1000)
+    offset: float = ms - t0_ms
+    rest: dict[str, Any] = {}
+    if _ms_text(ms) != env["ts"]:  # not the emitters' canonical form: keep it as written
+        offset = round(ts_s * 1000 - t0_ms, 3)
+        rest["ts"] = env["ts"]
+    tid = env["test_id"]
+    for key, value in env.items():
+        if key in _REBUILT:
+            continue
+        if (
+            (key == "trace_id" and value == tid)
+            or (key == "slug" and value == slug)
+            or (key == "parent_span_id" and value is None)
+            or (key in ("_metadata_dropped", "_truncated") and value is False)
+            or (key == "edge_headers" and isinstance(value, dict) and _no_edges(value))
+        ):
+            continue
+        rest[key] = value
+    if env.get("schema_version") != 1:
+        rest["schema_version"] = env.get("schema_version")
+    dur = env.get("duration_ms")
+    row = [offset, strings(env["layer"]), strings(env["boundary"]), strings(env["outcome"]), dur]
+    row += [env.get("metadata", {}), rest or 0]
+    mono = env.get("mono_ns")
+    key = (ts_s, mono if isinstance(mono, int) else 0, *correlate.identity(env))
+    return key, dumps(row)
+
+
+def _no_edges(edges: Mapping[str, Any]) -> bool:
+    return len(edges) == len(EDGE_HEADERS) and all(edges.get(k) is None for k in EDGE_HEADERS)
+
+
+def _wanted(row: Mapping[str, Any], all_tests: bool) -> bool:
+    return all_tests or row["status"] == "fail" or row.get("class") not in (None, "ok")
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, or None: a log can hold 1e308, and two of them add up to inf."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) and abs(value) < _FAR_MS else None
+
+
+def build(
+    sources: Sequence[Source],
+    *,
+    all_tests: bool = False,
+    slow_s: float = 30.0,
+    jobs: int = 1,
+    labels: Mapping[str, str] | None = None,
+    failed: Collection[str] = (),
+    compared: Mapping[str, Any] | None = None,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """The report's data for ``sources``: every test in the index, detail (events and
+    the diagnosis) for the failed or flagged ones, or for all with ``all_tests``.
+
+    ``labels`` names tests (pytest node ids); ``failed`` are ids a harness saw fail
+    whatever their envelopes say; ``compared`` is a ``compare`` result to show, whose
+    two tests get their waterfalls too."""
+    scan = correlate.scan_tests(
+        list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True, progress=progress
+    )
+    strings = Strings()
+    detail: dict[str, _TestEvents] = {}
+    slug_of: dict[str, str] = {}
+    for row in scan.rows:
+        slug_of[row["test_id"]] = row["slug"].split(",")[0]
+        if row["test_id"] in failed:
+            row["status"] = "fail"
+        if _wanted(row, all_tests) or (compared and row["test_id"] in _compared_ids(compared)):
+            detail[row["test_id"]] = _TestEvents(round(ts_seconds(row["first_ts"]) * 1000))
+    llm_ms: dict[str, float] = {}
+    tally = Tally()  # the scan counted malformed lines already
+    for hit in reader.read(list(sources), tally):
+        if hit.kind != ENVELOPE:
+            continue
+        env = hit.value
+        tid = env["test_id"]
+        if env["boundary"] == _LLM_RESPONSE and (d := _number(env.get("duration_ms"))) is not None:
+            llm_ms[tid] = llm_ms.get(tid, 0.0) + d
+        held = detail.get(tid)
+        if held is None:
+            continue
+        if len(held.events) >= MAX_EVENTS_PER_TEST:
+            held.more += 1
+            continue
+        try:
+            held.events.append(_encode(env, held.t0_ms, slug_of.get(tid, ""), strings))
+        except (ValueError, TypeError):  # an envelope the reader let through but cannot be drawn
+            held.more += 1
+    doc = _document(scan, strings, detail, llm_ms, labels or {}, all_tests, slow_s, [s.name for s in sources])
+    doc["compare"] = compared
+    return doc
+
+
+def _compared_ids(compared: Mapping[str, Any]) -> tuple[str, str]:
+    return compared["a"]["test_id"], compared["b"]["test_id"]
+
+
+def _document(
+    scan: correlate.TestScan, strings: Strings, detail: dict[str, _TestEvents], llm_ms: dict[str, float],
+    labels: Mapping[str, str], all_tests: bool, slow_s: float, names: list[str],
+) -> dict[str, Any]:  # fmt: skip
+    rows = []
+    details: list[dict[str, Any]] = []
+    start = ts_seconds(scan.rows[0]["first_ts"]) if scan.rows else 0.0
+    for r in scan.rows:
+        tid = r["test_id"]
+        diag = r.get("_diagnosis") or {}
+        facts = diag.get("evidence") or {}
+        llm = llm_ms.get(tid)
+        if (open_s := _number(facts.get("open_llm_call_s"))) is not None:
+            # dated from the end of the whole log: within this test it ran at most its duration
+            llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
+        held = detail.get(tid)
+        index = -1
+        if held is not None:
+            index = len(details)
+            details.append({"t0": held.t0_ms, "diagnosis": diag, "events": held.encoded(), "more": held.more})
+        rows.append(
+            [
+                tid,
+                labels.get(tid),
+                strings(r["slug"]),
+                strings(r.get("class") or ""),
+                1 if r["status"] == "fail" else 0,
+                strings(r["terminal"]),
+                r["duration_ms"],
+                facts.get("ttfb_ms"),
+                None if llm is None else round(llm),
+                r["events"],
+                [strings(x) for x in r["layers"]],
+                round((ts_seconds(r["first_ts"]) - start) * 1000),
+                diag.get("reason", ""),
+                diag.get("confidence"),
+                index,
+            ]
+        )
+    return {
+        "meta": {
+            "generated": _ms_text(round(datetime.now(UTC).timestamp() * 1000)),
+            "sources": names,
+            "start": scan.rows[0]["first_ts"] if scan.rows else None,
+            "detail": "all" if all_tests else "failed",
+            "slow_s": slow_s,
+            "malformed": scan.tally.count,
+            "note": scan.tally.note(),
+            "layers": list(LAYERS),
+            "edge_headers": list(EDGE_HEADERS),
+            "columns": list(ROW_COLUMNS),
+            "event_columns": list(EVENT_COLUMNS),
+        },
+        "strings": strings.table,
+        "rows": rows,
+        "details": details,
+    }
+
+
+def index_json(doc: Mapping[str, Any]) -> bytes:
+    """The document without its details, as JSON (the page parses this at load)."""
+    return dumps({k: v for k, v in doc.items() if k != "details"})
+
+
+def detail_json(detail: Mapping[str, Any]) -> bytes:
+    """One test's detail as JSON; its events are already encoded."""
+    head = dumps({k: v for k, v in detail.items() if k != "events"})
+    return head[:-1] + b',"events":[' + b",".join(detail["events"]) + b"]}"

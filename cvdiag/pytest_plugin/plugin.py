@@ -1,0 +1,499 @@
+"""The pytest plugin (entry point ``pytest11`` named ``cvdiag``; ``-p no:cvdiag`` turns it off).
+
+Per test: its own UUIDv7 bound as the current context from setup to teardown, cvdiag
+enabled at debug tier with an in-memory sink on top of the configured ones, and the
+previous configuration restored afterwards. httpx/httpx2 propagation is installed for
+the session, so every request a test makes carries its id. A failed phase gets a
+report section titled ``cvdiag``: the diagnosis and the test's timeline from the
+in-process envelopes and any ``--cvdiag-log`` files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from cvdiag.contract.ids import new_test_id
+from cvdiag.contract.schema import TEST_ID_HEADER, is_accounting
+from cvdiag.contract.timestamps import parse_ts
+from cvdiag.diagnosis import diagnose
+from cvdiag.face.render import printable
+from cvdiag.read import correlate
+from cvdiag.read.reader import InputError, resolve_sources
+from cvdiag.write import config as _config
+from cvdiag.write import emitter as _emitter
+from cvdiag.write.context import RequestContext, bind, new_context, unbind
+from cvdiag.write.propagation import instrument_httpx, uninstrument_httpx
+from cvdiag.write.sinks import MemorySink
+
+__all__ = ["CvdiagEvents", "add_log"]
+
+#: The environment label the plugin declares for the debug guard when the user set none.
+TEST_ENV_LABEL = "test"
+DEFAULT_TEST_TIER = "debug"
+#: A report section lists at most this many timeline rows (the rest is counted).
+TIMELINE_MAX_ROWS = 200
+_METADATA_TEXT_MAX = 120
+
+_INSTALLED = pytest.StashKey[bool]()
+_LOGS = pytest.StashKey[list[str]]()
+_STATE = pytest.StashKey["_TestState"]()
+_REPORT = pytest.StashKey["SessionReport"]()
+_REPORT_LINE = pytest.StashKey[str]()
+
+
+@dataclasses.dataclass(slots=True)
+class _TestState:
+    """What one test owns while it runs; restored or read when it ends."""
+
+    test_id: str
+    ctx: RequestContext
+    tokens: Any
+    previous: _config.Settings
+    sink: MemorySink | None
+    started_ns: int
+    failed: bool = False
+    skipped: bool = False
+    failure_type: str | None = None
+    #: (class, reason) of the first failed phase's diagnosis, for JUnit XML properties.
+    verdict: tuple[str, str] | None = None
+    recorded: bool = False
+    #: A bad ``@pytest.mark.cvdiag``: reported as this test's setup error.
+    usage_error: str | None = None
+
+
+class CvdiagEvents(Sequence[dict[str, Any]]):
+    """The envelopes with this test's id emitted in-process so far, as dicts, oldest first.
+
+    A live view: every read flushes the writer first, so what the code under test just
+    emitted is there. Accounting lines (``cvdiag.*``) are left out.
+    """
+
+    def __init__(self, sink: MemorySink | None, test_id: str) -> None:
+        self._sink = sink
+        self.test_id = test_id
+
+    def _load(self) -> list[dict[str, Any]]:
+        if self._sink is None:
+            return []
+        _emitter.flush()
+        return [
+            env
+            for env in self._sink.envelopes()
+            if env.get("test_id") == self.test_id and not is_accounting(str(env.get("boundary", "")))
+        ]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._load()[index]
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self._load())
+
+    def boundaries(self) -> list[str]:
+        """The boundary names in emission order, e.g. to compare with an expected sequence."""
+        return [env["boundary"] for env in self._load()]
+
+    def of(self, boundary: str) -> list[dict[str, Any]]:
+        """The envelopes of one boundary, in emission order."""
+        return [env for env in self._load() if env.get("boundary") == boundary]
+
+    def __repr__(self) -> str:
+        return f"CvdiagEvents(test_id={self.test_id!r}, boundaries={self.boundaries()!r})"
+
+
+def add_log(config: pytest.Config, path: str | os.PathLike[str]) -> None:
+    """Name one more log file for failure reports, as ``--cvdiag-log`` does; for a
+    fixture that starts a server whose stdout it writes to a file."""
+    logs = config.stash.setdefault(_LOGS, [])
+    path = os.fspath(path)
+    if path not in logs:
+        logs.append(path)
+
+
+# --- options, session ------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cvdiag", "cvdiag: test ids, captured envelopes and failure diagnosis")
+    group.addoption(
+        "--cvdiag-log",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a log with CVDIAG lines (e.g. a server's stdout) to read for failure reports; repeatable",
+    )
+    group.addoption(
+        "--cvdiag-emit-probe",
+        action="store_true",
+        default=False,
+        help="write probe.start and probe.exit envelopes per test so the harness shows on timelines",
+    )
+    group.addoption(
+        "--cvdiag-report",
+        metavar="PATH",
+        default=None,
+        help="write an HTML report of the session's tests (in-process envelopes and --cvdiag-log files) to PATH",
+    )
+    group.addoption(
+        "--cvdiag-strict",
+        action="store_true",
+        default=False,
+        help="make cvdiag's internal errors (a failing sink, processor or scope) raise instead of being counted",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "cvdiag(tier='debug', enabled=True): cvdiag's tier for this test, or enabled=False to capture nothing",
+    )
+    config.stash[_LOGS] = list(config.getoption("cvdiag_log") or [])
+    # Remember whether this session installed propagation, so that a nested session
+    # (pytester) or an application that instrumented itself is not undone by us.
+    config.stash[_INSTALLED] = instrument_httpx()
+    if config.getoption("cvdiag_report"):
+        from cvdiag.pytest_plugin.report import SessionReport
+
+        config.stash[_REPORT] = SessionReport(config.getoption("cvdiag_report"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    spool = session.config.stash.get(_REPORT, None)
+    if spool is not None:
+        session.config.stash[_REPORT_LINE] = spool.write(session.config.stash.get(_LOGS, []))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    line = config.stash.get(_REPORT_LINE, None)
+    if line is not None:
+        terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_INSTALLED, False):
+        uninstrument_httpx()
+
+
+# --- one test --------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=16)
+def _guarded(tier: str, label: str, enabled: bool) -> tuple[Any, Any]:
+    """(effective, requested) tier through config's debug guard, once per combination,
+    so a refused label warns once per session rather than once per test."""
+    settings = _config.build_settings(enabled=enabled, tier=tier, env=label, environ={})
+    return settings.tier, settings.requested_tier
+
+
+def _test_settings(item: pytest.Item, previous: _config.Settings) -> _config.Settings:
+    marker = item.get_closest_marker("cvdiag")
+    kwargs = marker.kwargs if marker is not None else {}
+    unknown = set(kwargs) - {"tier", "enabled"}
+    if unknown or (marker is not None and marker.args):
+        raise ValueError(f"it takes only tier= and enabled=, got {sorted(unknown) or list(marker.args)}")
+    enabled = bool(kwargs.get("enabled", True))
+    tier = kwargs.get("tier", DEFAULT_TEST_TIER)
+    label = previous.env_label or TEST_ENV_LABEL
+    effective, requested = _guarded(str(tier), label, enabled)
+    strict = previous.strict or bool(item.config.getoption("cvdiag_strict"))
+    # The plugin turns emission on to capture it; it does not start printing CVDIAG
+    # lines into every test's stdout unless the user had cvdiag on or asked for stdout.
+    stdout = previous.stdout and (previous.enabled or "CVDIAG_STDOUT" in os.environ)
+    # Everything else (file, queue size, slug, allow-list) stays as the user had it.
+    return dataclasses.replace(
+        previous,
+        enabled=enabled,
+        stdout=stdout,
+        tier=effective,
+        requested_tier=requested,
+        env_label=label,
+        strict=strict,
+        debug_armed_at=time.monotonic(),
+    )
+
+
+def _begin(item: pytest.Item) -> _TestState:
+    previous = _config.get_settings()
+    usage_error = None
+    try:
+        settings = _test_settings(item, previous)
+    except ValueError as exc:
+        usage_error = f"@pytest.mark.cvdiag: {exc}"
+        settings = dataclasses.replace(previous, enabled=False)
+    sink = MemorySink() if settings.enabled else None
+    if sink is not None:
+        _emitter.add_sink(sink)
+    _config.apply_settings(settings)
+    test_id = new_test_id()
+    ctx = new_context(test_id=test_id)
+    state = _TestState(
+        test_id=test_id,
+        ctx=ctx,
+        tokens=bind(ctx),
+        previous=previous,
+        sink=sink,
+        started_ns=time.monotonic_ns(),
+        usage_error=usage_error,
+    )
+    if item.config.getoption("cvdiag_emit_probe"):
+        _emitter.emit("probe.start", {"url": item.nodeid, "viewport": None})
+    return state
+
+
+def _end(state: _TestState) -> None:
+    try:
+        _emitter.flush()
+    except Exception:  # strict mode already reported it in teardown; never break the run here
+        pass
+    finally:
+        if state.sink is not None:
+            _emitter.remove_sink(state.sink)
+        _config.apply_settings(state.previous)
+        unbind(state.tokens)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    state = _begin(item)
+    item.stash[_STATE] = state
+    try:
+        return (yield)
+    finally:
+        spool = item.config.stash.get(_REPORT, None)
+        if spool is not None and state.sink is not None:
+            try:
+                _emitter.flush()
+                spool.add(state.test_id, item.nodeid, state.failed, state.sink.lines)
+            except Exception:  # the report must never break the test run it describes
+                pass
+        _end(state)
+        del item.stash[_STATE]
+
+
+def _bound_coroutine(fn: Any, ctx: RequestContext) -> Any:
+    @functools.wraps(fn)
+    async def bound(*args: Any, **kwargs: Any) -> Any:
+        tokens = bind(ctx)
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            unbind(tokens)
+
+    return bound
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
+    # Async test runners may run every test in one long-lived task (anyio does while a
+    # module- or session-scoped async fixture keeps its runner alive), and a task keeps
+    # the context it was created with: the first test's id. Binding inside the test's
+    # own coroutine makes each async test see its own id wherever it is awaited.
+    state = pyfuncitem.stash.get(_STATE, None)
+    original = pyfuncitem.obj
+    if state is None or not inspect.iscoroutinefunction(original):
+        return (yield)
+    pyfuncitem.obj = _bound_coroutine(original, state.ctx)
+    try:
+        return (yield)
+    finally:
+        pyfuncitem.obj = original
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    state = item.stash.get(_STATE, None)
+    if state is not None and state.usage_error is not None:
+        pytest.fail(state.usage_error, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    result = yield
+    # Fixtures are torn down: everything the test emitted is queued. Flushing here makes
+    # a failing sink (re-raised in strict mode) fail this test's teardown, visibly.
+    if _STATE in item.stash:
+        _emitter.flush()
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    report: pytest.TestReport = yield
+    state = item.stash.get(_STATE, None)
+    if state is None:
+        return report
+    if report.failed:
+        state.failed = True
+        if state.failure_type is None and call.excinfo is not None:
+            state.failure_type = call.excinfo.typename
+    elif report.skipped and not hasattr(report, "wasxfail"):
+        state.skipped = True
+    if call.when == "teardown" and item.config.getoption("cvdiag_emit_probe"):
+        _emit_probe_exit(state)
+    if report.failed:
+        try:
+            report.sections.append(("cvdiag", _failure_section(item.config, state)))
+        except Exception as exc:  # a report must never be lost to its own decoration
+            report.sections.append(("cvdiag", f"cvdiag could not build this report: {type(exc).__name__}: {exc}"))
+        _record_properties(item, report, state)
+    return report
+
+
+def _record_properties(item: pytest.Item, report: pytest.TestReport, state: _TestState) -> None:
+    """The diagnosis as ``record_property`` would write it, once per failed test:
+    ``--junitxml`` shows it as the test case's properties, for CI to read."""
+    if state.recorded:
+        return
+    state.recorded = True
+    cls, reason = state.verdict or ("none", "cvdiag could not diagnose this failure")
+    props = [("cvdiag_test_id", state.test_id), ("cvdiag_class", cls), ("cvdiag_reason", reason)]
+    item.user_properties.extend(props)
+    if report.when == "teardown":  # JUnit XML reads the teardown report, made from item's before this
+        report.user_properties.extend(props)
+
+
+def _emit_probe_exit(state: _TestState) -> None:
+    terminal = "error" if state.failed else "cancelled" if state.skipped else "ok"
+    elapsed = (time.monotonic_ns() - state.started_ns) // 1_000_000
+    _emitter.emit(
+        "probe.exit",
+        {
+            "terminal_outcome": terminal,
+            "total_duration_ms": elapsed,
+            "sse_event_count": None,
+            "first_token_delta_ms": None,
+            "failure_classifier": state.failure_type,
+        },
+        outcome="ok" if terminal == "ok" else "err",
+        duration_ms=elapsed,
+    )
+
+
+# --- fixtures --------------------------------------------------------------------------
+
+
+def _state(request: pytest.FixtureRequest) -> _TestState:
+    state = request.node.stash.get(_STATE, None)
+    if state is None:  # only when another plugin runs tests without the runtest protocol
+        raise pytest.UsageError("cvdiag fixtures need the cvdiag plugin's per-test setup")
+    return state
+
+
+@pytest.fixture
+def cvdiag_test_id(request: pytest.FixtureRequest) -> str:
+    """This test's id (a UUIDv7), also bound as the current cvdiag context."""
+    return _state(request).test_id
+
+
+@pytest.fixture
+def cvdiag_headers(cvdiag_test_id: str) -> dict[str, str]:
+    """``{"x-test-id": id}`` for clients that are not httpx/httpx2 (requests, aiohttp, browsers)."""
+    return {TEST_ID_HEADER: cvdiag_test_id}
+
+
+@pytest.fixture
+def cvdiag_events(request: pytest.FixtureRequest) -> CvdiagEvents:
+    """The in-process envelopes of this test: ``boundaries()``, ``of(name)``, or iterate."""
+    state = _state(request)
+    return CvdiagEvents(state.sink, state.test_id)
+
+
+# --- the failure report ----------------------------------------------------------------
+
+
+def _log_entries(paths: Sequence[str], test_id: str) -> tuple[list[dict[str, Any]], list[str], float | None]:
+    """Envelopes and breadcrumbs of ``test_id`` in the named logs, notes on what could not
+    be read, and the time the logs end (it dates an LLM call that never answered)."""
+    notes = [f"{p}: no such file (yet)" for p in paths if not os.path.exists(p)]
+    try:
+        found = correlate.timeline(resolve_sources([p for p in paths if os.path.exists(p)]), test_id)
+    except (InputError, OSError) as exc:
+        return [], [*notes, f"could not read the logs: {exc}"], None
+    entries = []
+    if found.test_id == test_id:
+        for entry in found.entries:
+            if entry.kind == "envelope":
+                entries.append({**entry.data, "_source": entry.source})
+            elif entry.kind == "breadcrumb":
+                entries.append({**entry.data, "_source": entry.source, "_breadcrumb": True})
+    if (note := found.tally.note()) is not None:
+        notes.append(note)
+    return entries, notes, found.log_end
+
+
+def _order_key(entry: dict[str, Any]) -> tuple[float, int]:
+    try:
+        ts = parse_ts(str(entry.get("ts")))
+    except (TypeError, ValueError):
+        ts = float("inf")
+    mono = entry.get("mono_ns")
+    return ts, mono if isinstance(mono, int) else 0
+
+
+def _metadata_text(metadata: Any) -> str:
+    if not isinstance(metadata, dict):
+        return ""
+    parts = [f"{k}={v}" for k, v in metadata.items() if v is not None and v != ""]
+    text = " ".join(parts)
+    return text if len(text) <= _METADATA_TEXT_MAX else text[: _METADATA_TEXT_MAX - 3] + "..."
+
+
+def _timeline(entries: list[dict[str, Any]]) -> list[str]:
+    """One row per event: offset from the first, layer, boundary, outcome, duration, metadata."""
+    entries = sorted(entries, key=_order_key)
+    first = _order_key(entries[0])[0] if entries else 0.0
+    rows = []
+    for entry in entries[:TIMELINE_MAX_ROWS]:
+        ts = _order_key(entry)[0]
+        offset = "?" if ts == float("inf") else f"+{(ts - first) * 1000:.0f}ms"
+        if entry.get("_breadcrumb"):
+            what = f"breadcrumb {entry.get('component', '?')} {entry.get('boundary', '?')} status={entry.get('status')}"
+            rows.append(f"{offset:>10}  {what}")
+            continue
+        duration = entry.get("duration_ms")
+        rows.append(
+            f"{offset:>10}  {entry.get('layer', '?'):<8} {entry.get('boundary', '?'):<28} "
+            f"{entry.get('outcome', '?'):<7} {'' if duration is None else f'{duration}ms':>7}  "
+            f"{_metadata_text(entry.get('metadata'))}".rstrip()
+        )
+    if len(entries) > TIMELINE_MAX_ROWS:
+        rows.append(f"... {len(entries) - TIMELINE_MAX_ROWS} more events")
+    return rows
+
+
+def _failure_section(config: pytest.Config, state: _TestState) -> str:
+    in_process: list[dict[str, Any]] = []
+    if state.sink is not None:
+        _emitter.flush()
+        in_process = [
+            env
+            for env in state.sink.envelopes()
+            if env.get("test_id") == state.test_id and not is_accounting(str(env.get("boundary", "")))
+        ]
+    logs = config.stash.get(_LOGS, [])
+    from_logs, notes, log_end = _log_entries(logs, state.test_id) if logs else ([], [], None)
+    envelopes = in_process + [e for e in from_logs if not e.get("_breadcrumb")]
+    lines = [f"test id: {state.test_id}"]
+    if envelopes:
+        verdict = diagnose(envelopes, log_end=log_end)
+        lines.append(f"diagnosis: {verdict.cls} ({verdict.confidence:.2f}) {verdict.reason}")
+        state.verdict = state.verdict or (verdict.cls, verdict.reason)
+    else:
+        where = "in-process" + (f" or in {', '.join(logs)}" if logs else "")
+        lines.append(f"diagnosis: none (no envelope with this id {where})")
+        state.verdict = state.verdict or ("none", f"no envelope with this id {where}")
+    sources = ["in-process", *logs]
+    lines.append(f"timeline ({len(in_process) + len(from_logs)} events from {', '.join(sources)}):")
+    lines.extend(_timeline(in_process + from_logs))
+    lines.extend(f"note: {n}" for n in notes)
+    return "\n".join(printable(line) for line in lines)  # log content is shown, never obeyed

@@ -1,0 +1,116 @@
+"""Per slug and boundary counts, and latency percentiles in constant memory.
+
+Percentiles come from a log-bucketed histogram (about 1 % relative error, exact below
+128 ms), so a log of any size costs a few kilobytes per (slug, metric).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from cvdiag.contract.schema import OUTCOMES
+
+_EXACT = 128
+_GROWTH = math.log(1.01)
+
+#: metric name -> (boundary, metadata key) it is read from.
+METRICS: dict[str, tuple[str, str]] = {
+    "request_ms": ("backend.response.complete", "total_duration_ms"),
+    "ttfb_ms": ("backend.sse.first_byte", "delta_ms_from_ingress"),
+    "llm_latency_ms": ("backend.llm.call.response", "latency_ms"),
+}
+_BY_BOUNDARY = {b: (name, key) for name, (b, key) in METRICS.items()}
+
+
+def _bucket(v: float) -> int:
+    if v < _EXACT:
+        return max(0, int(v))
+    return _EXACT + int(math.log(v / _EXACT) / _GROWTH)
+
+
+def _value(bucket: int) -> float:
+    if bucket < _EXACT:
+        return float(bucket)
+    return _EXACT * math.exp((bucket - _EXACT + 1) * _GROWTH)  # the bucket's upper edge
+
+
+class Histogram:
+    __slots__ = ("buckets", "count", "max")
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, int] = {}
+        self.count = 0
+        self.max: float | None = None
+
+    def add(self, v: float) -> None:
+        b = _bucket(v)
+        self.buckets[b] = self.buckets.get(b, 0) + 1
+        self.count += 1
+        if self.max is None or v > self.max:
+            self.max = v
+
+    def percentile(self, p: float) -> float | None:
+        if not self.count:
+            return None
+        rank = max(1, math.ceil(self.count * p / 100))
+        seen = 0
+        for b in sorted(self.buckets):
+            seen += self.buckets[b]
+            if seen >= rank:
+                return min(round(_value(b), 1), self.max) if self.max is not None else _value(b)
+        return self.max
+
+
+class Stats:
+    """Folds envelopes into counts per (slug, boundary) and histograms per (slug, metric)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], dict[str, int]] = {}
+        self.latency: dict[tuple[str, str], Histogram] = {}
+
+    def add(self, env: dict[str, Any]) -> None:
+        slug, boundary, outcome = env.get("slug"), env["boundary"], env["outcome"]
+        slug = slug if isinstance(slug, str) else ""
+        row = self.counts.get((slug, boundary))
+        if row is None:
+            row = self.counts[(slug, boundary)] = dict.fromkeys(("count", *OUTCOMES), 0)
+        row["count"] += 1
+        row[outcome] = row.get(outcome, 0) + 1
+        metric = _BY_BOUNDARY.get(boundary)
+        if metric is not None:
+            md = env.get("metadata")
+            v = md.get(metric[1]) if isinstance(md, dict) else None
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+                h = self.latency.get((slug, metric[0]))
+                if h is None:
+                    h = self.latency[(slug, metric[0])] = Histogram()
+                h.add(v)
+
+    def boundary_rows(self) -> list[dict[str, Any]]:
+        return [{"slug": s, "boundary": b, **row} for (s, b), row in sorted(self.counts.items())]
+
+    def latency_rows(self) -> list[dict[str, Any]]:
+        order = list(METRICS)
+        rows = []
+        for (slug, metric), h in sorted(self.latency.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
+            rows.append(
+                {
+                    "slug": slug,
+                    "metric": metric,
+                    "count": h.count,
+                    "p50": h.percentile(50),
+                    "p90": h.percentile(90),
+                    "p99": h.percentile(99),
+                    "max": h.max,
+                }
+            )
+        return rows
+
+
+def collect(envelopes: Iterable[dict[str, Any]]) -> Stats:
+    stats = Stats()
+    for env in envelopes:
+        stats.add(env)
+    return stats

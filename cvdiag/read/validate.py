@@ -1,0 +1,176 @@
+"""Strict schema v1 checks of one envelope (spec section 2, 3 and 6).
+
+The reader is lenient on purpose (it reads other emitters' logs); this is the strict
+side, for emitter authors and CI: every problem is reported, not just the first.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cvdiag.contract.schema import (
+    DEMO_MAX_CHARS,
+    EDGE_HEADER_MAX_CHARS,
+    EDGE_HEADERS,
+    ENVELOPE_FIELDS,
+    LAYERS,
+    LLM_APIS,
+    LLM_SOURCES,
+    LLM_TEXT_MAX_CHARS,
+    OUTCOMES,
+    SLUG_RE,
+    SPAN_ID_RE,
+    TEST_ID_RE,
+    UUID7_RE,
+    is_accounting,
+    lookup,
+)
+from cvdiag.contract.timestamps import parse_ts
+
+_TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|\+00:00)$")
+_BOUNDARY_RE = re.compile(r"^(probe|backend|aimock|cvdiag)(\.[a-z][a-z0-9_]*)+$")
+_NULLABLE = {"parent_span_id", "duration_ms"}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "schema_version": (int,),
+    "test_id": (str,),
+    "trace_id": (str,),
+    "span_id": (str,),
+    "parent_span_id": (str,),
+    "layer": (str,),
+    "boundary": (str,),
+    "slug": (str,),
+    "demo": (str,),
+    "ts": (str,),
+    "mono_ns": (int,),
+    "duration_ms": (int,),
+    "outcome": (str,),
+    "edge_headers": (dict,),
+    "metadata": (dict,),
+    "_metadata_dropped": (bool,),
+    "_truncated": (bool,),
+}
+
+
+def _type_ok(name: str, value: Any) -> bool:
+    if value is None:
+        return name in _NULLABLE
+    if isinstance(value, bool) and bool not in _TYPES[name]:
+        return False
+    return isinstance(value, _TYPES[name])
+
+
+def problems(env: Any) -> list[str]:
+    """Every way ``env`` breaks schema v1; empty when it is valid."""
+    if not isinstance(env, dict):
+        return ["not a JSON object"]
+    out: list[str] = []
+    missing = [f for f in ENVELOPE_FIELDS if f not in env]
+    if missing:
+        out.append(f"missing fields: {', '.join(missing)}")
+    extra = sorted(k for k in env if k not in _TYPES)
+    if extra:
+        out.append(f"unknown fields: {', '.join(extra)}")
+    for name in ENVELOPE_FIELDS:
+        if name in env and not _type_ok(name, env[name]):
+            out.append(f"{name} has the wrong type ({type(env[name]).__name__})")
+    if out:
+        return out
+    if env["schema_version"] != 1:
+        out.append(f"schema_version is {env['schema_version']}, not 1")
+    tid = env["test_id"]
+    if not (UUID7_RE.match(tid) or TEST_ID_RE.match(tid)):
+        out.append("test_id is neither a lowercase UUIDv7 nor a sanitized id ([a-z0-9._-], at most 128)")
+    if not SPAN_ID_RE.match(env["span_id"]):
+        out.append("span_id is not 16 lowercase hex characters")
+    if env["parent_span_id"] is not None and not SPAN_ID_RE.match(env["parent_span_id"]):
+        out.append("parent_span_id is neither null nor 16 lowercase hex characters")
+    if env["layer"] not in LAYERS:
+        out.append(f"layer {env['layer']!r} is not one of {', '.join(LAYERS)}")
+    if not SLUG_RE.match(env["slug"]):
+        out.append(f"slug {env['slug']!r} does not match {SLUG_RE.pattern}")
+    if len(env["demo"]) > DEMO_MAX_CHARS:
+        out.append(f"demo is longer than {DEMO_MAX_CHARS} characters")
+    if not _TS_RE.match(env["ts"]):
+        out.append(f"ts {env['ts']!r} is not an RFC 3339 UTC time")
+    else:
+        try:
+            parse_ts(env["ts"])
+        except ValueError:
+            out.append(f"ts {env['ts']!r} is not a valid date")
+    if env["outcome"] not in OUTCOMES:
+        out.append(f"outcome {env['outcome']!r} is not one of {', '.join(OUTCOMES)}")
+    for name in ("mono_ns", "duration_ms"):
+        if env[name] is not None and env[name] < 0:
+            out.append(f"{name} is negative")
+    out.extend(_edge_problems(env["edge_headers"]))
+    out.extend(_boundary_problems(env))
+    return out
+
+
+def _edge_problems(edges: dict[str, Any]) -> list[str]:
+    out = []
+    keys = set(edges)
+    if keys != set(EDGE_HEADERS):
+        missing, extra = sorted(set(EDGE_HEADERS) - keys), sorted(keys - set(EDGE_HEADERS))
+        out.append(f"edge_headers keys differ (missing: {missing or '-'}, unknown: {extra or '-'})")
+    for k, v in edges.items():
+        if v is not None and not isinstance(v, str):
+            out.append(f"edge_headers[{k!r}] is not a string or null")
+        elif isinstance(v, str) and len(v) > EDGE_HEADER_MAX_CHARS:
+            out.append(f"edge_headers[{k!r}] is longer than {EDGE_HEADER_MAX_CHARS} characters")
+    return out
+
+
+def _boundary_problems(env: dict[str, Any]) -> list[str]:
+    name, layer = env["boundary"], env["layer"]
+    if is_accounting(name):
+        out = []
+        if env["slug"] != "cvdiag":
+            out.append(f"accounting boundary {name} must have slug 'cvdiag'")
+        if env["outcome"] != "info":
+            out.append(f"accounting boundary {name} must have outcome 'info'")
+        return out
+    if not _BOUNDARY_RE.match(name) or name.split(".", 1)[0] != layer:
+        return [f"boundary {name!r} is not '<layer>.<name>' for layer {layer!r}"]
+    known = lookup(name)
+    if known is None or known.metadata is None:
+        return []  # a custom boundary: its metadata keys are the application's
+    unknown = sorted(k for k in env["metadata"] if not known.allows(k))
+    out = [f"metadata keys not in the catalog for {name}: {', '.join(unknown)}"] if unknown else []
+    if name.startswith("backend.llm.call.") or name == "backend.agent.exit":
+        out.extend(_llm_problems(env["metadata"]))
+    return out
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _short_text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= LLM_TEXT_MAX_CHARS
+
+
+#: The optional keys of LLM calls seen at the HTTP client (section 3), when present and not null.
+_LLM_KEY_CHECKS: dict[str, tuple[Any, str]] = {
+    "source": (lambda v: v in LLM_SOURCES, f"one of {', '.join(LLM_SOURCES)}"),
+    "api": (lambda v: v in LLM_APIS, f"one of {', '.join(LLM_APIS)}"),
+    "stream": (lambda v: isinstance(v, bool), "a boolean"),
+    "attempt": (_count, "a count (int >= 0)"),
+    "http_status": (lambda v: _count(v) and 100 <= v <= 599, "an HTTP status (100-599)"),
+    "error_type": (_short_text, f"a string of at most {LLM_TEXT_MAX_CHARS} characters"),
+    "request_id": (_short_text, f"a string of at most {LLM_TEXT_MAX_CHARS} characters"),
+    "retry_after_ms": (_count, "a count (int >= 0)"),
+    "output_chars": (_count, "a count (int >= 0)"),
+    "chunks": (_count, "a count (int >= 0)"),
+    "error_class": (lambda v: isinstance(v, str), "a string"),
+}
+
+
+def _llm_problems(metadata: dict[str, Any]) -> list[str]:
+    out = []
+    for key, (check, what) in _LLM_KEY_CHECKS.items():
+        value = metadata.get(key)
+        if value is not None and not check(value):
+            out.append(f"metadata {key} is not {what}")
+    return out

@@ -1,0 +1,61 @@
+"""The metadata of backend.error.caught: type, scrubbed message, brief stack.
+
+Spec section 3 bounds it: message at most 512 bytes, at most 8 frames of
+{file, line} (innermost last) in 2,048 bytes, and says when anything was cut.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any
+
+import orjson
+
+from cvdiag.write._caps import without_surrogates
+from cvdiag.write.scrubber import scrub
+
+MESSAGE_MAX_BYTES = 512
+STACK_MAX_FRAMES = 8
+STACK_MAX_BYTES = 2048
+
+
+def _cut_utf8(text: str, limit: int) -> tuple[str, bool]:
+    try:
+        raw = text.encode()
+    except UnicodeEncodeError:  # lone surrogates, e.g. from a client's JSON
+        text = without_surrogates(text)
+        raw = text.encode()
+    if len(raw) <= limit:
+        return text, False
+    return raw[: limit - 3].decode("utf-8", "ignore") + "...", True
+
+
+def _short_path(filename: str, cwd: str) -> str:
+    """Relative to the working directory when under it, else the base name: never a
+    home directory or a site-packages path that says more than it needs to."""
+    if filename.startswith(cwd + os.sep):
+        return filename[len(cwd) + 1 :]
+    return os.path.basename(filename)
+
+
+def stack_brief(error: BaseException) -> tuple[list[dict[str, Any]], bool]:
+    frames = traceback.extract_tb(error.__traceback__)
+    cut = len(frames) > STACK_MAX_FRAMES
+    cwd = os.getcwd()
+    brief = [{"file": _short_path(f.filename, cwd), "line": f.lineno} for f in frames[-STACK_MAX_FRAMES:]]
+    while brief and len(orjson.dumps(brief)) > STACK_MAX_BYTES:
+        brief.pop(0)  # keep the innermost frames, where it broke
+        cut = True
+    return brief, cut
+
+
+def error_metadata(error: BaseException) -> dict[str, Any]:
+    message, message_cut = _cut_utf8(scrub(str(error)), MESSAGE_MAX_BYTES)
+    brief, stack_cut = stack_brief(error)
+    return {
+        "exception_type": type(error).__name__,
+        "message_scrubbed": message,
+        "stack_brief": brief,
+        "truncated": message_cut or stack_cut,
+    }

@@ -1,0 +1,540 @@
+"""LLM calls seen at the HTTP client: each attempt is one ``backend.llm.call.*`` story.
+
+``propagation.instrument_httpx`` hands every request to ``begin``; a request that
+``llm_routes`` recognises becomes an ``Exchange``, which writes backend.llm.call.start,
+heartbeats while the call is open, and exactly one backend.llm.call.response. The
+response body is observed, never changed: its byte stream is swapped for an
+``ObservedStream`` that passes every chunk through untouched and shows it to an
+``llm_stream.AnswerReader`` on the way, however the caller reads the body (iterating,
+``read()``, ``.json()``, an SDK's SSE decoder) and whenever it stops (end, close, error,
+cancellation). Inside an open ``llm_call`` nothing is written: the exchange enriches
+that call instead.
+
+Outcome of one attempt: ``err`` for an HTTP status >= 400 (``HTTPStatusError``), an
+error event in the stream (``ProviderError``), a transport error (its class name), or
+a stream that ended without its terminal event (``IncompleteStream``); ``timeout`` with
+``CancelledError`` when the caller was cancelled or closed the body before the answer
+was complete; else ``ok``. Nothing here raises into the caller: a failure of cvdiag's
+own is counted (``cvdiag.stats()["internal_errors"]``) and the bytes flow on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import importlib
+import sys
+import threading
+import time
+import weakref
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, Tier
+from cvdiag.write._heartbeat import scheduler
+from cvdiag.write._llm_stream import AnswerReader
+from cvdiag.write.context import RequestContext, bind, current_context, new_context, unbind
+from cvdiag.write.emitter import active_tier, counters, emit, is_enabled, note_internal_error
+from cvdiag.write.llm_routes import LLMRoute, recognise
+from cvdiag.write.scopes import LLMCall, current_llm_call
+from cvdiag.write.scrubber import scrub_clipped
+
+__all__ = ["Exchange", "begin", "send_async", "send_sync", "set_heartbeat_s"]
+
+#: Seconds between heartbeats of an open call (verbose tier and up).
+_heartbeat_s = [10.0]
+_CANCELLED = (asyncio.CancelledError, GeneratorExit)
+_RETRY_HEADER = "x-stainless-retry-count"
+_REQUEST_ID_HEADERS = ("x-request-id", "request-id")
+_TEXT_MAX = LLM_TEXT_MAX_CHARS
+#: At most this much of an unread error body is read when the caller closes it.
+_ERROR_BODY_MAX = 1 << 16
+#: How long an async close waits for an error body that stalls after its headers.
+_ERROR_BODY_WAIT_S = 1.0
+#: Attempts are counted per (test id, path, body) when the client sends no retry count.
+_RETRY_MEMORY = 256
+_failed_before: OrderedDict[tuple[str, str, int], int] = OrderedDict()
+_failed_lock = threading.Lock()
+
+
+def set_heartbeat_s(seconds: float) -> None:
+    """Heartbeat interval of HTTP-recognised calls (0 turns their heartbeats off)."""
+    _heartbeat_s[0] = float(seconds)
+
+
+def _text(value: str | None) -> str | None:
+    """A provider's short text (request id, finish reason), scrubbed before it is cut:
+    a cut secret would no longer look like one to the emitter's scrubber."""
+    return scrub_clipped(value, _TEXT_MAX) if value else None
+
+
+def _retry_after_ms(headers: Any) -> int | None:
+    """``retry-after-ms`` (OpenAI, Anthropic), else ``retry-after`` in seconds or as an HTTP date."""
+    raw = headers.get("retry-after-ms")
+    if raw:
+        try:
+            return max(0, int(float(raw)))
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0, int(float(raw) * 1000))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0, int((when.timestamp() - time.time()) * 1000))
+
+
+def _emit_as(ctx: RequestContext, boundary: str, metadata: dict[str, Any], **kwargs: Any) -> None:
+    """Emit bound to the call's context, whichever thread or task finishes the call."""
+    if current_context() is ctx:
+        emit(boundary, metadata, **kwargs)
+        return
+    token = bind(ctx)
+    try:
+        emit(boundary, metadata, **kwargs)
+    finally:
+        unbind(token)
+
+
+class Exchange:
+    """One HTTP attempt of an LLM call: its facts, its reader and its single ending."""
+
+    __slots__ = (
+        "__weakref__",
+        "_done",
+        "_error_bytes",
+        "_lock",
+        "_retry_key",
+        "attempt",
+        "ctx",
+        "first_output_ns",
+        "http_status",
+        "reader",
+        "request_id",
+        "retry_after_ms",
+        "route",
+        "scope",
+        "start_ns",
+    )
+
+    def __init__(self, route: LLMRoute, ctx: RequestContext, scope: LLMCall | None, attempt: int) -> None:
+        self.route = route
+        self.ctx = ctx
+        self.scope = scope
+        self.attempt = attempt
+        self.start_ns = time.monotonic_ns()
+        self.first_output_ns: int | None = None
+        self.http_status: int | None = None
+        self.retry_after_ms: int | None = None
+        self.request_id: str | None = None
+        self.reader: AnswerReader | None = None
+        self._retry_key: tuple[str, str, int] | None = None
+        self._done = False
+        self._error_bytes = 0
+        self._lock = threading.Lock()
+
+    # -- the start ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        _end_let_go()
+        if self.scope is not None and self.scope.closed:
+            self.scope = None  # its block is over: this attempt is a call of its own
+        if self.scope is not None:
+            return
+        route = self.route
+        _emit_as(
+            self.ctx,
+            "backend.llm.call.start",
+            {
+                "provider": route.provider,
+                "model": route.model,
+                "attempt": self.attempt,
+                "api": route.api,
+                "stream": route.stream,
+                "source": "http",
+            },
+        )
+        tier = active_tier(self.ctx.slug)
+        if tier is not None and tier >= Tier.VERBOSE and _heartbeat_s[0] > 0:
+            scheduler.add(_heartbeat_s[0], functools.partial(_beat, weakref.ref(self)))
+
+    def beat(self) -> bool:
+        with self._lock:
+            if self._done:
+                return False
+            elapsed = (time.monotonic_ns() - self.start_ns) // 1_000_000
+            _emit_as(self.ctx, "backend.llm.call.heartbeat", {"elapsed_ms_since_start": elapsed})
+            return True
+
+    # -- the response --------------------------------------------------------------------
+
+    def responded(self, response: Any, observed: type) -> None:
+        """Read the status and headers, and put ``observed`` around the body's byte stream."""
+        try:
+            headers = response.headers
+            self.http_status = response.status_code
+            self.retry_after_ms = _retry_after_ms(headers)
+            self.request_id = _text(headers.get("x-request-id") or headers.get("request-id"))
+            event_stream = "text/event-stream" in (headers.get("content-type") or "")
+            if response.is_stream_consumed:
+                # Built from bytes in memory (a mock transport, a cached answer): already
+                # read and decoded, so there is no stream to watch; read the content.
+                self.reader = AnswerReader(self.route.api, event_stream=event_stream)
+                self.feed(response.content)
+                self.ended()
+                return
+            self.reader = AnswerReader(
+                self.route.api, event_stream=event_stream, encoding=headers.get("content-encoding")
+            )
+            response.stream = observed(response.stream, self)
+        except Exception:
+            note_internal_error()
+
+    def feed(self, chunk: bytes) -> None:
+        try:
+            reader = self.reader
+            if reader is not None:
+                reader.feed(chunk)
+                if self.first_output_ns is None and reader.output_chars:
+                    self.first_output_ns = time.monotonic_ns()
+        except Exception:
+            note_internal_error()
+
+    # -- the end: exactly one of these finishes the call ------------------------------
+
+    def ended(self) -> None:
+        """The body was read to its end."""
+        reader = self.reader
+        if reader is not None:
+            try:
+                reader.end()
+            except Exception:
+                note_internal_error()
+        status = self.http_status or 0
+        if status >= 400:
+            self.finish("err", "HTTPStatusError")
+        elif reader is not None and reader.error_type is not None:
+            self.finish("err", "ProviderError")
+        elif reader is not None and reader.readable and not reader.complete:
+            self.finish("err", "IncompleteStream")
+        else:
+            self.finish("ok", None)
+
+    def wants_error_body(self) -> bool:
+        """An error response closed before any of its body was read: an SDK about to
+        retry does that. Its small body is then read (the caller is done with it) for the
+        provider's error type, ``error_piece`` by ``error_piece``."""
+        reader = self.reader
+        return not self._done and (self.http_status or 0) >= 400 and reader is not None and reader.untouched
+
+    def error_piece(self, chunk: bytes) -> bool:
+        """Read one piece of an error body; False once ``_ERROR_BODY_MAX`` is reached."""
+        self.feed(chunk)
+        self._error_bytes += len(chunk)
+        return self._error_bytes <= _ERROR_BODY_MAX
+
+    def abandoned(self) -> None:
+        """The caller closed the body, or let go of it, before its end. Never raises."""
+        if self._done:
+            return
+        try:
+            reader = self.reader
+            if reader is not None and reader.complete:
+                self.ended()  # the answer was whole; the caller just did not read the rest
+            elif (self.http_status or 0) >= 400:
+                self.finish("err", "HTTPStatusError")
+            else:
+                self.finish("timeout", "CancelledError")
+        except Exception:
+            note_internal_error()
+
+    def failed(self, exc: BaseException) -> None:
+        """Sending, or reading the body, raised ``exc`` (re-raised by the caller)."""
+        if isinstance(exc, _CANCELLED):
+            self.finish("timeout", "CancelledError")
+        else:
+            self.finish("err", type(exc).__name__)
+
+    def finish(self, outcome: str, error_class: str | None) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        try:
+            if self.reader is not None:
+                self.reader.flush()
+            self._count_attempt(outcome)
+            fields = self._fields(error_class)
+            if self.scope is not None and self.scope.enrich(fields, self.first_output_ns):
+                return
+            latency = fields["latency_ms"]
+            _emit_as(self.ctx, "backend.llm.call.response", fields, outcome=outcome, duration_ms=latency)
+        except Exception:
+            note_internal_error()
+
+    def _fields(self, error_class: str | None) -> dict[str, Any]:
+        route, reader = self.route, self.reader
+        now = time.monotonic_ns()
+        first = self.first_output_ns
+        completion = reader.completion_tokens if reader is not None else None
+        # In the order a timeline row shows them: which attempt, what came back, then detail.
+        return {
+            "provider": route.provider,
+            "model": route.model,
+            "attempt": self.attempt,
+            "http_status": self.http_status,
+            "error_class": error_class,
+            "error_type": _text(reader.error_type) if reader is not None else None,
+            "retry_after_ms": self.retry_after_ms,
+            "latency_ms": (now - self.start_ns) // 1_000_000,
+            "ttft_ms": (first - self.start_ns) // 1_000_000 if first is not None else None,
+            "output_chars": reader.output_chars if reader is not None and reader.readable else None,
+            "finish_reason": _text(reader.finish_reason) if reader is not None else None,
+            "prompt_tokens": reader.prompt_tokens if reader is not None else None,
+            "completion_tokens": completion,
+            "response_token_count": completion,
+            "chunks": reader.chunks if reader is not None and reader.event_stream else None,
+            "api": route.api,
+            "stream": route.stream,
+            "source": "http",
+            "request_id": self.request_id,
+        }
+
+    def _count_attempt(self, outcome: str) -> None:
+        key = self._retry_key
+        if key is None:
+            return
+        with _failed_lock:
+            if outcome == "ok":
+                _failed_before.pop(key, None)
+                return
+            _failed_before[key] = self.attempt + 1
+            _failed_before.move_to_end(key)
+            while len(_failed_before) > _RETRY_MEMORY:
+                _failed_before.popitem(last=False)
+
+
+def _beat(ref: weakref.ref[Exchange]) -> bool:
+    _end_let_go()
+    exchange = ref()
+    return exchange is not None and exchange.beat()
+
+
+def _attempt(request: Any, test_id: str, path: str, content: bytes | None) -> tuple[int, Any]:
+    """(attempt number, key to count failures under when the client sends no count)."""
+    raw = request.headers.get(_RETRY_HEADER)
+    if raw is not None:
+        try:
+            return max(0, int(raw)), None
+        except ValueError:
+            pass
+    key = (test_id, path, hash(content))
+    with _failed_lock:
+        return _failed_before.get(key, 0), key
+
+
+def _content(request: Any) -> bytes | None:
+    try:
+        return request.content
+    except Exception:  # a streamed upload that was not read: no body to look at
+        return None
+
+
+def begin(request: Any) -> Exchange | None:
+    """An ``Exchange`` when ``request`` is an LLM call and cvdiag is on, else None. Never raises."""
+    if not is_enabled():
+        return None
+    try:
+        url = request.url
+        route = recognise(request.method, url.host, url.path, functools.partial(_content, request))
+        if route is None:
+            return None
+        content = _content(request)
+        ctx = current_context() or new_context()
+        attempt, key = _attempt(request, ctx.test_id, url.path, content)
+        exchange = Exchange(route, ctx, current_llm_call(), attempt)
+        exchange._retry_key = key
+        exchange.start()
+        return exchange
+    except Exception:
+        note_internal_error()
+        return None
+
+
+def send_sync(exchange: Exchange, original: Any, client: Any, request: Any, kwargs: dict[str, Any]) -> Any:
+    """``Client.send`` with the body observed: sent as a stream, then read if the caller wanted it read."""
+    stream = kwargs.pop("stream", False)
+    try:
+        response = original(client, request, stream=True, **kwargs)
+    except BaseException as exc:
+        exchange.failed(exc)
+        raise
+    exchange.responded(response, _observed_types(type(client))[0])
+    if not stream:
+        try:
+            response.read()
+        except BaseException:
+            response.close()
+            raise
+    return response
+
+
+async def send_async(exchange: Exchange, original: Any, client: Any, request: Any, kwargs: dict[str, Any]) -> Any:
+    """``AsyncClient.send`` with the body observed, as ``send_sync``."""
+    stream = kwargs.pop("stream", False)
+    try:
+        response = await original(client, request, stream=True, **kwargs)
+    except BaseException as exc:
+        exchange.failed(exc)
+        raise
+    exchange.responded(response, _observed_types(type(client))[1])
+    if not stream:
+        try:
+            await response.aread()
+        except BaseException:
+            await response.aclose()
+            raise
+    return response
+
+
+# -- the observed byte streams, one pair per client library (httpx, httpx2) ------------
+
+
+class _ObservedSync:
+    """A response byte stream that shows each chunk to its exchange and passes it on."""
+
+    def __init__(self, inner: Any, exchange: Exchange) -> None:
+        self._inner = inner
+        self._exchange = exchange
+
+    def __iter__(self) -> Iterator[bytes]:
+        exchange = self._exchange
+        feed = exchange.feed
+        try:
+            for chunk in self._inner:
+                feed(chunk)
+                yield chunk
+        except GeneratorExit:
+            exchange.abandoned()
+            raise
+        except BaseException as exc:
+            exchange.failed(exc)
+            raise
+        exchange.ended()
+
+    def close(self) -> None:
+        exchange = self._exchange
+        try:
+            # An SDK closes an error body unread before it retries: read at most 64 KiB of
+            # it for the provider's error type (bounded by the client's own read timeout).
+            if exchange.wants_error_body():
+                for chunk in self._inner:
+                    if not exchange.error_piece(chunk):
+                        break
+                exchange.ended()
+        except Exception:
+            note_internal_error()
+        finally:  # whatever happened above, the call ends and the connection goes back
+            exchange.abandoned()
+            self._inner.close()
+
+    def __del__(self) -> None:  # a body nobody closed: the call still gets its one ending
+        _let_go(self)
+
+
+class _ObservedAsync:
+    """The async twin of ``_ObservedSync``."""
+
+    def __init__(self, inner: Any, exchange: Exchange) -> None:
+        self._inner = inner
+        self._exchange = exchange
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        exchange = self._exchange
+        feed = exchange.feed
+        try:
+            async for chunk in self._inner:
+                feed(chunk)
+                yield chunk
+        except GeneratorExit:
+            exchange.abandoned()
+            raise
+        except BaseException as exc:
+            exchange.failed(exc)
+            raise
+        exchange.ended()
+
+    async def aclose(self) -> None:
+        exchange = self._exchange
+        try:
+            if exchange.wants_error_body():  # as in ``close``, and never for long
+                await asyncio.wait_for(self._read_error_body(), _ERROR_BODY_WAIT_S)
+        except Exception:  # TimeoutError included: a stalled error body is given up
+            note_internal_error()
+        finally:  # a cancelled close still ends the call and releases the connection
+            exchange.abandoned()
+            await self._inner.aclose()
+
+    async def _read_error_body(self) -> None:
+        exchange = self._exchange
+        async for chunk in self._inner:
+            if not exchange.error_piece(chunk):
+                break
+        exchange.ended()
+
+    def __del__(self) -> None:
+        _let_go(self)
+
+
+# Bodies nobody closed, found by the garbage collector. The collector runs at any
+# allocation on any thread, possibly one holding a lock that ending a call takes, or
+# during interpreter shutdown: ``__del__`` only queues the exchange (a deque append is
+# atomic and takes no lock) and the next call's start or end, or a heartbeat, ends it.
+_let_go_later: deque[Exchange] = deque()
+
+
+def _let_go(stream: Any) -> None:
+    exchange = stream.__dict__.get("_exchange")
+    if exchange is not None and not exchange._done and not sys.is_finalizing():
+        _let_go_later.append(exchange)
+
+
+def _end_let_go() -> None:
+    """End the calls whose bodies were collected unclosed. Never raises."""
+    while _let_go_later:
+        try:
+            _let_go_later.popleft().abandoned()
+        except IndexError:  # another thread took the last one
+            return
+        except Exception:
+            counters.internal_errors += 1
+
+
+_observed_cache: dict[str, tuple[type, type]] = {}
+
+
+def _observed_types(client_type: type) -> tuple[type, type]:
+    """The observed stream classes for a client's library: they must subclass that
+    library's ``SyncByteStream``/``AsyncByteStream``, which ``Response`` checks for."""
+    library = client_type.__module__.split(".", 1)[0]
+    for klass in client_type.__mro__:
+        if klass.__module__.split(".", 1)[0] in ("httpx", "httpx2"):
+            library = klass.__module__.split(".", 1)[0]
+            break
+    found = _observed_cache.get(library)
+    if found is None:
+        module = importlib.import_module(library)
+        found = (
+            type("ObservedSyncStream", (_ObservedSync, module.SyncByteStream), {}),
+            type("ObservedAsyncStream", (_ObservedAsync, module.AsyncByteStream), {}),
+        )
+        _observed_cache[library] = found
+    return found

@@ -1,0 +1,546 @@
+"""Read an LLM provider's answer as its bytes pass by: incremental, bounded, read-only.
+
+An ``AnswerReader`` is fed the raw bytes of one HTTP response body (as the caller
+consumes them, in whatever pieces the network delivered) and keeps a handful of facts:
+how much text and tool-call argument the model produced, the finish reason, token
+usage, stream events, the provider's error type, and whether the stream reached its
+terminal event. It never holds the whole body: a server-sent-event stream is scanned
+line block by line block with only the unfinished last line kept (capped); a JSON body
+is kept up to ``JSON_CAP`` bytes and parsed once at the end.
+
+The per-chunk path is the hot one (an SDK streams hundreds of events per answer), so a
+block is scanned with C-level ``bytes`` searches and one compiled regex per fact, and
+``json.loads`` runs only on the rare events that need it (errors, Gemini tool calls).
+Content-Encoding gzip and deflate are inflated here, for reading only, in bounded steps.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from cvdiag.contract.schema import LLM_APIS, LLM_TEXT_MAX_CHARS
+
+__all__ = ["API_NAMES", "JSON_CAP", "LINE_CAP", "AnswerReader", "error_type_of"]
+
+#: The wire formats cvdiag reads (the ``api`` metadata key).
+API_NAMES: tuple[str, ...] = tuple(api for api in LLM_APIS if api != "other")
+#: A JSON (non-streamed) body is parsed when it is at most this big; beyond, facts stay unknown.
+JSON_CAP = 1 << 20
+#: An unfinished SSE line longer than this keeps only its head and its tail (``_CLIP`` each).
+LINE_CAP = 1 << 16
+_CLIP = 1 << 13
+#: Inflate at most this much per step, so a small compressed chunk cannot balloon in memory.
+_INFLATE_STEP = 1 << 16
+#: Once output has begun, whole SSE lines are read in batches of about this many bytes.
+_BATCH = 1 << 14
+# Kept longer than written (LLM_TEXT_MAX_CHARS): the capture scrubs it first, then cuts.
+_ERROR_TYPE_MAX = 8 * LLM_TEXT_MAX_CHARS
+
+# A JSON string value: group 1 is its body (escapes kept).
+_STRING = rb'\s*:\s*"((?:[^"\\]|\\.)*)"'
+
+
+def _strings(*keys: str) -> tuple[tuple[bytes, re.Pattern[bytes]], ...]:
+    """(prefilter, pattern) per key: a key absent from a block costs one ``in`` test, and a
+    pattern with a literal prefix is found by the regex engine's fast prefix scan."""
+    return tuple((b'"' + k.encode() + b'"', re.compile(rb'"' + re.escape(k).encode() + rb'"' + _STRING)) for k in keys)
+
+
+def _int_re(key: str) -> re.Pattern[bytes]:
+    return re.compile(rb'"' + key.encode() + rb'"\s*:\s*(\d+)')
+
+
+def _word_re(key: str) -> re.Pattern[bytes]:
+    return re.compile(rb'"' + key.encode() + rb'"\s*:\s*"([A-Za-z0-9_.:-]{1,64})"')
+
+
+@dataclass(frozen=True, slots=True)
+class _Dialect:
+    """How one provider's event stream says what ``AnswerReader`` records."""
+
+    output: tuple[tuple[bytes, re.Pattern[bytes]], ...]  # strings of generated text and tool-call arguments
+    finish: re.Pattern[bytes] | None
+    finish_key: bytes
+    prompt_tokens: re.Pattern[bytes]
+    completion_tokens: re.Pattern[bytes]
+    usage_key: bytes
+    #: (marker, finish reason it implies or None): any of them ends the stream cleanly.
+    terminals: tuple[tuple[bytes, str | None], ...]
+    #: The stream has no terminal event of its own: a finish reason ends it (Gemini).
+    finish_ends: bool = False
+    #: Tool calls whose arguments are objects, not strings: parse their events (Gemini).
+    object_calls: bytes | None = None
+    #: The finish reason of an incomplete answer, read from the terminal event (Responses).
+    incomplete_reason: re.Pattern[bytes] | None = None
+
+
+_OPENAI_DONE = ((b"data: [DONE]", None), (b"data:[DONE]", None))
+_OPENAI_USAGE = dict(
+    prompt_tokens=_int_re("prompt_tokens"), completion_tokens=_int_re("completion_tokens"), usage_key=b"_tokens"
+)
+_DIALECTS: dict[str, _Dialect] = {
+    "chat.completions": _Dialect(
+        output=_strings("content", "arguments", "refusal"),
+        finish=_word_re("finish_reason"),
+        finish_key=b'"finish_reason"',
+        terminals=_OPENAI_DONE,
+        **_OPENAI_USAGE,  # type: ignore[arg-type]
+    ),
+    "completions": _Dialect(
+        output=_strings("text"),
+        finish=_word_re("finish_reason"),
+        finish_key=b'"finish_reason"',
+        terminals=_OPENAI_DONE,
+        **_OPENAI_USAGE,  # type: ignore[arg-type]
+    ),
+    "responses": _Dialect(
+        output=_strings("delta"),
+        finish=None,
+        finish_key=b"",
+        prompt_tokens=_int_re("input_tokens"),
+        completion_tokens=_int_re("output_tokens"),
+        usage_key=b"_tokens",
+        terminals=(
+            (b"response.completed", "completed"),
+            (b"response.incomplete", "incomplete"),
+            (b"response.failed", "failed"),
+        ),
+        incomplete_reason=_word_re("reason"),
+    ),
+    "messages": _Dialect(
+        output=_strings("text", "partial_json", "thinking"),
+        finish=_word_re("stop_reason"),
+        finish_key=b'"stop_reason"',
+        prompt_tokens=_int_re("input_tokens"),
+        completion_tokens=_int_re("output_tokens"),
+        usage_key=b"_tokens",
+        terminals=((b"event: message_stop", None), (b'"type":"message_stop"', None)),
+    ),
+    "generate_content": _Dialect(
+        output=_strings("text"),
+        finish=_word_re("finishReason"),
+        finish_key=b'"finishReason"',
+        prompt_tokens=_int_re("promptTokenCount"),
+        completion_tokens=_int_re("candidatesTokenCount"),
+        usage_key=b"TokenCount",
+        terminals=(),
+        finish_ends=True,
+        object_calls=b'"functionCall"',
+    ),
+}
+# Embeddings never stream; an event stream there is read as chat would be.
+_DIALECTS["embeddings"] = _DIALECTS["chat.completions"]
+
+
+def error_type_of(body: Any) -> str | None:
+    """The provider's error type or code in a parsed error body (any provider), or None.
+
+    OpenAI ``{"error": {"code": "rate_limit_exceeded", "type": ...}}`` (the code is the
+    more precise), Anthropic ``{"type": "error", "error": {"type": "overloaded_error"}}``,
+    Gemini ``{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED"}}``, a Responses
+    ``response.failed`` event ``{"response": {"error": {"code": ...}}}``, and an error
+    event ``{"type": "error", "code": ...}``.
+    """
+    if isinstance(body, list) and body:
+        body = body[0]
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if error is None and isinstance(body.get("response"), dict):
+        error = body["response"].get("error")
+    if error is None and body.get("type") == "error":
+        error = body
+    if isinstance(error, dict):
+        for key in ("code", "type", "status"):
+            value = error.get(key)
+            if isinstance(value, str) and value and value != "error":
+                return value[:_ERROR_TYPE_MAX]
+        return "error"
+    if isinstance(error, str) and error:
+        return error[:_ERROR_TYPE_MAX]
+    return None
+
+
+def _chars(raw: bytes) -> int:
+    """Characters of a JSON string body (escapes decoded)."""
+    if b"\\" not in raw:
+        return len(raw) if raw.isascii() else len(raw.decode("utf-8", "replace"))
+    try:
+        return len(json.loads(b'"' + raw + b'"'))
+    except ValueError:
+        return len(raw)
+
+
+def _inflater(encoding: str | None) -> Any:
+    """A zlib decompressor for the body's Content-Encoding; None when plain; False when unreadable."""
+    enc = (encoding or "").strip().lower()
+    if enc in ("", "identity"):
+        return None
+    if enc in ("gzip", "x-gzip"):
+        return zlib.decompressobj(zlib.MAX_WBITS | 16)
+    if enc == "deflate":
+        return zlib.decompressobj(zlib.MAX_WBITS | 32)  # zlib or gzip header; raw deflate below
+    return False
+
+
+class AnswerReader:
+    """What one LLM response body said, read incrementally. ``feed`` never raises.
+
+    ``event_stream`` selects SSE scanning (``text/event-stream``) over a JSON body.
+    ``readable`` turns False when the body cannot be read (an unknown encoding, a
+    corrupt gzip): then the facts stay unknown rather than wrong.
+    """
+
+    __slots__ = (
+        "_dialect",
+        "_inflate",
+        "_json",
+        "_json_size",
+        "_pending",
+        "_pending_size",
+        "_raw_deflate",
+        "_tail",
+        "api",
+        "chunks",
+        "clipped_lines",
+        "completion_tokens",
+        "error_type",
+        "event_stream",
+        "finish_reason",
+        "output_chars",
+        "prompt_tokens",
+        "readable",
+        "terminal",
+    )
+
+    def __init__(self, api: str, *, event_stream: bool, encoding: str | None = None) -> None:
+        self.api = api
+        self.event_stream = event_stream
+        self._dialect = _DIALECTS.get(api, _DIALECTS["chat.completions"])
+        inflate = _inflater(encoding)
+        self.readable = inflate is not False
+        self._inflate = inflate or None
+        self._raw_deflate = (encoding or "").strip().lower() == "deflate"
+        self._tail = b""
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self._json: list[bytes] | None = [] if not event_stream else None
+        self._json_size = 0
+        self.chunks = 0
+        self.output_chars: int | None = 0 if event_stream and api != "embeddings" else None
+        self.finish_reason: str | None = None
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.error_type: str | None = None
+        self.terminal = False
+        self.clipped_lines = 0
+
+    # -- input -------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        """Read the next raw bytes of the body (still content-encoded)."""
+        if not self.readable or not data:
+            return
+        if self._inflate is None:
+            self._take(data)
+            return
+        try:
+            inflate = self._inflate
+            self._take(inflate.decompress(data, _INFLATE_STEP))
+            while inflate.unconsumed_tail:
+                self._take(inflate.decompress(inflate.unconsumed_tail, _INFLATE_STEP))
+        except zlib.error:
+            if self._raw_deflate:  # some servers send deflate without the zlib header
+                self._raw_deflate = False
+                self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+                self.feed(data)
+            else:
+                self.readable = False
+        self._raw_deflate = False
+
+    def end(self) -> None:
+        """The body ended (cleanly): read what is still buffered."""
+        if not self.readable:
+            return
+        if self._inflate is not None:
+            try:
+                self._take(self._inflate.flush())
+            except zlib.error:
+                self.readable = False
+                return
+        if self.event_stream:
+            self.flush()
+            if self._tail:
+                tail, self._tail = self._tail, b""
+                self._scan(tail + b"\n")
+            return
+        pieces, self._json = self._json, None
+        if pieces is None:
+            return
+        try:
+            body = json.loads(b"".join(pieces))
+        except ValueError:
+            self.readable = False
+            return
+        self._read_json(body)
+
+    @property
+    def untouched(self) -> bool:
+        """Nothing of the body has been read yet."""
+        return (
+            self._json_size == 0
+            and self.chunks == 0
+            and not self._tail
+            and not self._pending
+            and self.output_chars in (0, None)
+        )
+
+    @property
+    def complete(self) -> bool:
+        """Did the body say it was whole (its terminal event, or a parsed JSON body)?"""
+        self.flush()
+        if not self.event_stream:
+            return self._json is None and self.readable
+        return self.terminal or (self.finish_reason is not None and self.api != "responses")
+
+    # -- event streams -------------------------------------------------------------------
+
+    def _take(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self.event_stream:
+            pieces = self._json
+            if pieces is not None:
+                self._json_size += len(data)
+                if self._json_size > JSON_CAP:
+                    self._json = None
+                    self.readable = False  # too big to read: unknown, not wrong
+                else:
+                    pieces.append(data)
+            return
+        tail = self._tail
+        if tail:
+            data = tail + data
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            self._tail = data if len(data) <= LINE_CAP else self._clip(data)
+            return
+        if cut == len(data):
+            self._tail = b""
+        else:
+            rest = data[cut:]
+            self._tail = rest if len(rest) <= LINE_CAP else self._clip(rest)
+            data = data[:cut]
+        if self.output_chars:
+            # Output has begun (the first-token time is taken): later blocks are read in
+            # batches, so the fixed cost of a scan is paid per batch, not per event.
+            self._pending.append(data)
+            self._pending_size += len(data)
+            if self._pending_size < _BATCH:
+                return
+            data = b"".join(self._pending)
+            self._pending = []
+            self._pending_size = 0
+        self._scan(data)
+
+    def flush(self) -> None:
+        """Read the blocks still waiting in the batch (before the facts are looked at)."""
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending = []
+            self._pending_size = 0
+            self._scan(data)
+
+    def _clip(self, line: bytes) -> bytes:
+        """An over-long unfinished line keeps its head and tail, a newline between them."""
+        self.clipped_lines += 1
+        return line[:_CLIP] + b"\n" + line[-_CLIP:]
+
+    def _scan(self, block: bytes) -> None:
+        """Read a block of whole SSE lines."""
+        d = self._dialect
+        self.chunks += block.count(b"\ndata:") + block.startswith(b"data:")
+        total = 0
+        for key, pattern in d.output:
+            if key in block:
+                for match in pattern.finditer(block):
+                    raw = match.group(1)
+                    if raw:
+                        total += _chars(raw)
+        if total:
+            self.output_chars = (self.output_chars or 0) + total
+        if d.finish is not None and d.finish_key in block:
+            for match in d.finish.finditer(block):
+                self.finish_reason = match.group(1).decode("ascii")
+            if d.finish_ends:
+                self.terminal = True
+        if d.usage_key in block:
+            self._usage(block)
+        for marker, finish in d.terminals:
+            if marker in block:
+                self.terminal = True
+                if finish is not None:
+                    self.finish_reason = finish
+                    if finish == "incomplete" and d.incomplete_reason is not None:
+                        reason = d.incomplete_reason.search(block)
+                        if reason:
+                            self.finish_reason = reason.group(1).decode("ascii")
+                    elif finish == "failed":
+                        self._error_events(block)
+        if b'"error"' in block and self.error_type is None:
+            self._error_events(block)
+        if d.object_calls is not None and d.object_calls in block:
+            self._object_calls(block)
+
+    def _usage(self, block: bytes) -> None:
+        d = self._dialect
+        for match in d.prompt_tokens.finditer(block):
+            self.prompt_tokens = int(match.group(1))
+        for match in d.completion_tokens.finditer(block):
+            self.completion_tokens = int(match.group(1))
+
+    def _data_lines(self, block: bytes) -> list[Any]:
+        """The parsed JSON of every ``data:`` line in ``block`` (the slow path, for rare events)."""
+        parsed = []
+        for line in block.split(b"\n"):
+            if line.startswith(b"data:"):
+                try:
+                    parsed.append(json.loads(line[5:]))
+                except ValueError:
+                    continue
+        return parsed
+
+    def _error_events(self, block: bytes) -> None:
+        for event in self._data_lines(block):
+            found = error_type_of(event)
+            if found is not None:
+                self.error_type = found
+                return
+
+    def _object_calls(self, block: bytes) -> None:
+        calls = 0
+        for event in self._data_lines(block):
+            calls += _gemini_calls(event)
+        if calls:
+            self.output_chars = (self.output_chars or 0) + calls
+
+    # -- JSON bodies ---------------------------------------------------------------------
+
+    def _read_json(self, body: Any) -> None:
+        self.error_type = error_type_of(body)
+        reader = _JSON_READERS.get(self.api)
+        if reader is not None and self.error_type is None:
+            reader(self, body)
+
+
+def _dumped_len(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    try:
+        return len(json.dumps(value, separators=(",", ":")))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _dicts(value: Any) -> list[dict]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value[:_ERROR_TYPE_MAX] if isinstance(value, str) and value else None
+
+
+def _chat_json(r: AnswerReader, body: Any) -> None:
+    chars = 0
+    for choice in _dicts(_get(body, "choices")):
+        message = choice.get("message") or {}
+        if r.api == "completions":
+            chars += len(choice.get("text") or "")
+        elif isinstance(message, dict):
+            chars += len(message.get("content") or "") + len(message.get("refusal") or "")
+            for call in _dicts(message.get("tool_calls")):
+                chars += _dumped_len(_get(call, "function", "arguments") or "")
+        r.finish_reason = _str(choice.get("finish_reason")) or r.finish_reason
+    r.output_chars = chars
+    r.prompt_tokens = _int(_get(body, "usage", "prompt_tokens"))
+    r.completion_tokens = _int(_get(body, "usage", "completion_tokens"))
+
+
+def _embeddings_json(r: AnswerReader, body: Any) -> None:
+    r.prompt_tokens = _int(_get(body, "usage", "prompt_tokens"))
+
+
+def _responses_json(r: AnswerReader, body: Any) -> None:
+    chars = 0
+    for item in _dicts(_get(body, "output")):
+        if item.get("type") == "function_call":
+            chars += _dumped_len(item.get("arguments") or "")
+        for part in _dicts(item.get("content")):
+            chars += len(part.get("text") or "") + len(part.get("refusal") or "")
+    r.output_chars = chars
+    status = _str(_get(body, "status"))
+    r.finish_reason = _str(_get(body, "incomplete_details", "reason")) if status == "incomplete" else status
+    r.prompt_tokens = _int(_get(body, "usage", "input_tokens"))
+    r.completion_tokens = _int(_get(body, "usage", "output_tokens"))
+
+
+def _messages_json(r: AnswerReader, body: Any) -> None:
+    chars = 0
+    for block in _dicts(_get(body, "content")):
+        if block.get("type") == "tool_use":
+            chars += _dumped_len(block.get("input"))
+        else:
+            chars += len(block.get("text") or "")
+    r.output_chars = chars
+    r.finish_reason = _str(_get(body, "stop_reason"))
+    r.prompt_tokens = _int(_get(body, "usage", "input_tokens"))
+    r.completion_tokens = _int(_get(body, "usage", "output_tokens"))
+
+
+def _gemini_calls(event: Any) -> int:
+    chars = 0
+    for candidate in _dicts(_get(event, "candidates")):
+        for part in _dicts(_get(candidate, "content", "parts")):
+            if "functionCall" in part:
+                chars += _dumped_len(_get(part, "functionCall", "args") or {})
+    return chars
+
+
+def _gemini_json(r: AnswerReader, body: Any) -> None:
+    # A non-SSE streamGenerateContent answers a JSON array of the same objects.
+    chars = 0
+    for event in body if isinstance(body, list) else [body]:
+        for candidate in _dicts(_get(event, "candidates")):
+            for part in _dicts(_get(candidate, "content", "parts")):
+                chars += len(part.get("text") or "") if isinstance(part.get("text"), str) else 0
+            r.finish_reason = _str(candidate.get("finishReason")) or r.finish_reason
+        chars += _gemini_calls(event)
+        r.prompt_tokens = _int(_get(event, "usageMetadata", "promptTokenCount")) or r.prompt_tokens
+        r.completion_tokens = _int(_get(event, "usageMetadata", "candidatesTokenCount")) or r.completion_tokens
+    r.output_chars = chars
+
+
+_JSON_READERS = {
+    "chat.completions": _chat_json,
+    "completions": _chat_json,
+    "embeddings": _embeddings_json,
+    "responses": _responses_json,
+    "messages": _messages_json,
+    "generate_content": _gemini_json,
+}

@@ -1,0 +1,418 @@
+"""The emission path: gate, build, drop unknown metadata, scrub, cap, render, enqueue.
+
+The steps after the gate are structlog processors run by a private bound logger (the
+host's structlog configuration is never touched); the wrapped "logger" is the queue.
+Nothing starts (no thread) until the first envelope is emitted while enabled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import structlog
+
+from cvdiag.contract.ids import new_span_id, new_test_id
+from cvdiag.contract.schema import (
+    ACCOUNTING_SLUG,
+    DEMO_MAX_CHARS,
+    EDGE_HEADER_MAX_CHARS,
+    EDGE_HEADERS,
+    ENVELOPE_CAP_BYTES,
+    OUTCOMES,
+    SCHEMA_VERSION,
+    Boundary,
+    Tier,
+    lookup,
+    written_at,
+)
+from cvdiag.write import config
+from cvdiag.write._caps import render_capped
+from cvdiag.write._writer import Writer
+from cvdiag.write.context import current_context, resolve_slug
+from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree
+from cvdiag.write.sinks import FileSink, Sink, StdoutSink
+
+log = logging.getLogger("cvdiag")
+
+NO_EDGE_HEADERS: Mapping[str, str | None] = {k: None for k in EDGE_HEADERS}
+
+
+class CvdiagError(RuntimeError):
+    """An internal cvdiag failure, raised only in strict mode."""
+
+
+class Counters:
+    """What cvdiag noticed and handled instead of raising; see ``cvdiag.stats()``."""
+
+    __slots__ = (
+        "emitted",
+        "internal_errors",
+        "metadata_dropped",
+        "sink_errors",
+        "truncated",
+        "unknown_boundaries",
+    )
+
+    def __init__(self) -> None:
+        self.emitted = 0
+        self.internal_errors = 0
+        self.metadata_dropped = 0
+        self.sink_errors = 0
+        self.truncated = 0
+        self.unknown_boundaries = 0
+
+
+counters = Counters()
+_warned_unknown: set[str] = set()
+_reported_drops: set[tuple[str, str]] = set()
+_pending_error: list[BaseException] = []
+_extra_sinks: list[Sink] = []
+_stdout_sink = StdoutSink()
+_file_sinks: dict[str, FileSink] = {}
+_process_test_id: list[str] = []
+
+
+def _active_sinks() -> list[Sink]:
+    s = config.get_settings()
+    sinks: list[Sink] = []
+    if s.stdout:
+        sinks.append(_stdout_sink)
+    if s.file:
+        sink = _file_sinks.get(s.file)
+        if sink is None:
+            sink = _file_sinks[s.file] = FileSink(s.file)
+        sinks.append(sink)
+    sinks.extend(_extra_sinks)
+    return sinks
+
+
+def _on_sink_error(exc: BaseException) -> None:
+    counters.sink_errors += 1
+    if config.get_settings().strict:
+        _pending_error.append(exc)
+
+
+_writer = Writer(_active_sinks, _on_sink_error, on_idle=lambda: _report_drops())
+
+
+def add_sink(sink: Sink) -> None:
+    """Attach an extra sink on top of the configured stdout and file sinks."""
+    if sink not in _extra_sinks:
+        _extra_sinks.append(sink)
+
+
+def remove_sink(sink: Sink) -> None:
+    if sink in _extra_sinks:
+        _extra_sinks.remove(sink)
+
+
+def flush(timeout: float = 5.0) -> bool:
+    """Block until everything emitted so far is written; False if ``timeout`` ran out."""
+    _report_drops()
+    done = _writer.flush(timeout)
+    _raise_pending()
+    return done
+
+
+def stats() -> dict[str, int]:
+    """Counts of what was emitted, dropped, truncated or failed, for this process."""
+    return {
+        "emitted": counters.emitted,
+        "written": _writer.written,
+        "write_failed": _writer.failed,
+        "queue_dropped": _writer.dropped,
+        "sink_errors": counters.sink_errors,
+        "internal_errors": counters.internal_errors,
+        "unknown_boundaries": counters.unknown_boundaries,
+        "metadata_dropped": counters.metadata_dropped,
+        "truncated": counters.truncated,
+    }
+
+
+def note_internal_error() -> None:
+    """Count a failure of cvdiag's own instrumentation; re-raise it in strict mode.
+
+    Call from an ``except`` block: the host goes on as if cvdiag were not there.
+    """
+    counters.internal_errors += 1
+    if config.get_settings().strict:
+        raise
+
+
+def _raise_pending() -> None:
+    if _pending_error:
+        exc = _pending_error.pop(0)
+        _pending_error.clear()
+        raise CvdiagError(f"cvdiag sink failed: {type(exc).__name__}: {exc}") from exc
+
+
+# --- clocks -----------------------------------------------------------------------
+
+
+def elapsed_ms(start_ns: int) -> int:
+    """Whole milliseconds since ``start_ns`` on the monotonic clock."""
+    return (time.monotonic_ns() - start_ns) // 1_000_000
+
+
+_second_cache: list[Any] = [-1, ""]
+
+
+def utc_timestamp(now_ns: int) -> str:
+    """ISO 8601 UTC with milliseconds and ``Z``; the date part is cached per second."""
+    seconds, rest = divmod(now_ns, 1_000_000_000)
+    if _second_cache[0] != seconds:
+        _second_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _second_cache[0] = seconds
+    return f"{_second_cache[1]}.{rest // 1_000_000:03d}Z"
+
+
+# --- processors (structlog signature: logger, method_name, event_dict) -------------
+# The event dict is {"envelope": <the wire dict, in field order>, "boundary": Boundary,
+# "cap": bytes}; keeping our bookkeeping beside the envelope means it can never leak
+# into a line, and structlog copies three keys per call instead of seventeen.
+
+
+def drop_unknown_metadata(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Remove metadata keys the boundary does not declare (spec section 2, fix)."""
+    boundary: Boundary = event["boundary"]
+    envelope = event["envelope"]
+    metadata = envelope["metadata"]
+    if boundary.metadata is None or not metadata or metadata.keys() <= boundary.metadata:
+        return event
+    unknown = [k for k in metadata if k not in boundary.metadata]
+    if unknown:
+        envelope["metadata"] = {k: v for k, v in metadata.items() if k in boundary.metadata}
+        envelope["_metadata_dropped"] = True
+        counters.metadata_dropped += 1
+        new = sorted(str(k) for k in unknown if (boundary.name, str(k)) not in _reported_drops)
+        if new:
+            _reported_drops.update((boundary.name, k) for k in new)
+            event["report_drop"] = new
+    return event
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})
+_sensitive_boundaries: dict[str, bool] = {}
+
+
+def _has_sensitive_key(boundary: Boundary) -> bool:
+    found = _sensitive_boundaries.get(boundary.name)
+    if found is None:
+        found = _sensitive_boundaries[boundary.name] = any(map(is_sensitive_key, boundary.metadata or ()))
+    return found
+
+
+# demo and edge header values repeat across a request's envelopes and across requests;
+# a long one (a 1 KB via header) is past the scrubber's own cache of short strings.
+_scrubbed_clipped_str = lru_cache(maxsize=1024)(scrub_clipped)
+
+
+def _scrubbed_clipped(value: object, limit: int) -> str:
+    return _scrubbed_clipped_str(value, limit) if type(value) is str else scrub_clipped(value, limit)
+
+
+def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Scrub ``demo``, every string leaf of metadata and edge header values, then cut
+    the last two to their length limits (spec section 7: scrub first, cut after).
+
+    Metadata of plain numbers under harmless key names (most boundaries) has nothing
+    to scrub and skips the walk. The other string fields are ids, enums and
+    timestamps that cvdiag itself made or sanitized.
+    """
+    envelope = event["envelope"]
+    envelope["demo"] = _scrubbed_clipped(envelope["demo"], DEMO_MAX_CHARS)
+    metadata = envelope["metadata"]
+    if metadata and (
+        not _PLAIN.issuperset(map(type, metadata.values()))
+        or event["boundary"].metadata is None
+        or _has_sensitive_key(event["boundary"])
+    ):
+        envelope["metadata"] = scrub_tree(metadata)
+    edge = envelope["edge_headers"]
+    if edge is not NO_EDGE_HEADERS:
+        envelope["edge_headers"] = {
+            k: (None if v is None else _scrubbed_clipped(v, EDGE_HEADER_MAX_CHARS)) for k, v in edge.items()
+        }
+    return event
+
+
+def render_within_cap(_logger: Any, _name: str, event: dict[str, Any]) -> bytes:
+    """Render with orjson inside the tier's byte cap (spec section 7 ladder)."""
+    envelope = event["envelope"]
+    line = render_capped(envelope, event["cap"])
+    if envelope["_truncated"]:
+        counters.truncated += 1
+    report = event.get("report_drop")
+    if report:
+        emit("cvdiag.metadata_dropped", {"boundary": envelope["boundary"], "keys": report})
+    return line
+
+
+class _QueueLogger:
+    """The 'logger' at the end of the pipeline: hands the rendered line to the writer."""
+
+    def envelope(self, line: bytes) -> None:
+        _writer.put(line, config.get_settings().queue_size)
+        counters.emitted += 1
+
+    def accounting(self, line: bytes) -> None:
+        """Accounting lines may exceed the bound by one: a report of lost lines must
+        not itself push out another line."""
+        _writer.put(line, config.get_settings().queue_size + 1)
+        counters.emitted += 1
+
+
+class _EnvelopeLogger(structlog.BoundLoggerBase):
+    def envelope(self, envelope: dict[str, Any], boundary: Boundary, cap: int) -> None:
+        method = "accounting" if boundary.metadata is None else "envelope"
+        self._proxy_to_logger(method, None, envelope=envelope, boundary=boundary, cap=cap)
+
+
+PROCESSORS = [drop_unknown_metadata, scrub_values, render_within_cap]
+_pipeline = _EnvelopeLogger(_QueueLogger(), PROCESSORS, {})
+
+
+# --- the gate and the call --------------------------------------------------------
+
+
+def _unknown(name: str, strict: bool) -> None:
+    counters.unknown_boundaries += 1
+    if strict:
+        raise CvdiagError(f"cvdiag: unregistered boundary {name!r}")
+    if name not in _warned_unknown and len(_warned_unknown) < 1000:
+        _warned_unknown.add(name)
+        log.warning("cvdiag: unregistered boundary %r was not emitted (register_boundary() it first)", str(name)[:128])
+
+
+def is_enabled() -> bool:
+    return config.get_settings().enabled
+
+
+def active_tier(slug: str | None = None) -> Tier | None:
+    """The tier in force for ``slug`` (the current context's by default), None when off."""
+    s = config.get_settings()
+    if not s.enabled:
+        return None
+    if slug is None:
+        ctx = current_context()
+        slug = ctx.slug if ctx is not None else resolve_slug()
+    return s.tier_for(slug)
+
+
+def emit(
+    boundary: str,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    outcome: str | None = None,
+    duration_ms: int | None = None,
+) -> None:
+    """Write one envelope if cvdiag is enabled and the tier allows ``boundary``.
+
+    Never raises into the caller (except in strict mode) and never blocks.
+    """
+    emit_edge(boundary, metadata, outcome=outcome, duration_ms=duration_ms, edge_headers=None)
+
+
+def emit_edge(
+    boundary: str,
+    metadata: Mapping[str, Any] | None,
+    *,
+    outcome: str | None,
+    duration_ms: int | None,
+    edge_headers: Mapping[str, str | None] | None,
+) -> None:
+    """``emit`` with edge headers: a mapping of exactly the 9 keys of spec section 6."""
+    settings = config.get_settings()
+    if not settings.enabled:
+        return
+    try:
+        _emit(settings, boundary, metadata, outcome, duration_ms, edge_headers)
+    except Exception:
+        note_internal_error()
+
+
+def _emit(
+    settings: config.Settings,
+    name: str,
+    metadata: Mapping[str, Any] | None,
+    outcome: str | None,
+    duration_ms: int | None,
+    edge_headers: Mapping[str, str | None] | None,
+) -> None:
+    if _pending_error and settings.strict:
+        _raise_pending()
+    boundary = lookup(name)
+    if boundary is None:
+        _unknown(name, settings.strict)
+        return
+    ctx = current_context()
+    accounting = boundary.metadata is None
+    if accounting:
+        slug = ACCOUNTING_SLUG
+    else:
+        slug = ctx.slug if ctx is not None else resolve_slug()
+        tier = settings.tier_for(slug)
+        if boundary.tier > tier and written_at(boundary, outcome) > tier:
+            return
+        if tier is Tier.DEBUG:
+            config.count_debug_envelope()
+    if ctx is not None:
+        test_id, trace_id, demo = ctx.test_id, ctx.trace_id, ctx.demo
+    elif accounting:
+        if not _process_test_id:
+            _process_test_id.append(new_test_id())
+        test_id = trace_id = _process_test_id[0]
+        demo = "default"
+    else:
+        test_id = trace_id = new_test_id()
+        demo = "default"
+    if outcome not in OUTCOMES:
+        outcome = "info"
+    now = time.time_ns()
+    envelope = {
+        "schema_version": SCHEMA_VERSION,
+        "test_id": test_id,
+        "trace_id": trace_id,
+        "span_id": new_span_id(),
+        "parent_span_id": None,
+        "layer": boundary.layer,
+        "boundary": name,
+        "slug": slug,
+        "demo": demo,
+        "ts": utc_timestamp(now),
+        "mono_ns": time.monotonic_ns(),
+        "duration_ms": duration_ms if isinstance(duration_ms, int) and not isinstance(duration_ms, bool) else None,
+        "outcome": outcome,
+        "edge_headers": edge_headers if edge_headers is not None else NO_EDGE_HEADERS,
+        "metadata": dict(metadata) if metadata else {},
+        "_metadata_dropped": False,
+        "_truncated": False,
+    }
+    _pipeline.envelope(envelope, boundary, ENVELOPE_CAP_BYTES[settings.tier])
+
+
+_drops_lock = threading.Lock()
+_drops_reported = [0]
+
+
+def _report_drops() -> None:
+    """Turn lines the full queue dropped into one ``cvdiag.queue_dropped`` envelope.
+
+    Called by the writer when it has drained the queue (the overflow is over) and by
+    ``flush``, so one overflow episode gives one envelope, not one per lost line.
+    """
+    dropped = _writer.dropped
+    if dropped == _drops_reported[0] or not _drops_lock.acquire(blocking=False):
+        return
+    try:
+        new = dropped - _drops_reported[0]
+        _drops_reported[0] = dropped
+    finally:
+        _drops_lock.release()
+    if new > 0:
+        emit("cvdiag.queue_dropped", {"_dropped_count": new})
