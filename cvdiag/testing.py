@@ -9,18 +9,16 @@ from typing import Any
 from cvdiag.contract.ids import new_span_id
 from cvdiag.contract.schema import DEFAULT_DEMO, EDGE_HEADERS, ENVELOPE_FIELDS, SCHEMA_VERSION
 
-#: What an emitter writes for an envelope field nobody set (``envelope()``'s defaults).
-_FIELD_DEFAULTS: dict[str, Any] = {
+#: Every field in wire order, holding what an emitter writes when nobody set it; the
+#: fields that differ per envelope (ids, times, headers, metadata) are set by the call.
+_TEMPLATE: dict[str, Any] = dict.fromkeys(ENVELOPE_FIELDS) | {
     "schema_version": SCHEMA_VERSION,
-    "parent_span_id": None,
     "slug": "unknown",
     "demo": DEFAULT_DEMO,
-    "duration_ms": None,
     "outcome": "info",
     "_metadata_dropped": False,
     "_truncated": False,
 }
-_FIELDS = frozenset(ENVELOPE_FIELDS)
 
 
 def envelope(boundary: str, *, test_id: str = "t-1", ts: str | None = None, **fields: Any) -> dict[str, Any]:
@@ -34,19 +32,24 @@ def envelope(boundary: str, *, test_id: str = "t-1", ts: str | None = None, **fi
     metadata. ``edge_headers`` names only the headers seen: the rest of the nine are null,
     as on the wire. A name outside the schema is a ``TypeError``, not a silent extra key.
     """
-    unknown = fields.keys() - _FIELDS
-    if unknown:
-        raise TypeError(f"envelope() got fields outside the schema: {', '.join(sorted(unknown))}")
-    values = _FIELD_DEFAULTS | fields
-    values["test_id"] = test_id
-    values["boundary"] = boundary
-    values["ts"] = ts if ts is not None else datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
-    values.setdefault("trace_id", test_id)
-    values.setdefault("layer", boundary.split(".", 1)[0])
-    values.setdefault("metadata", {})
-    if "span_id" not in values:
-        values["span_id"] = new_span_id()
-    if "mono_ns" not in values:
-        values["mono_ns"] = time.monotonic_ns()
-    values["edge_headers"] = dict.fromkeys(EDGE_HEADERS) | fields.get("edge_headers", {})
-    return {name: values[name] for name in ENVELOPE_FIELDS}
+    if not fields.keys() <= _TEMPLATE.keys():
+        unknown = ", ".join(sorted(fields.keys() - _TEMPLATE.keys()))
+        raise TypeError(f"envelope() got fields outside the schema: {unknown}")
+    # Unpacking over the template keeps its (wire) order whatever order the fields come in.
+    env = {
+        **_TEMPLATE,
+        "test_id": test_id,
+        "trace_id": test_id,
+        "layer": boundary.split(".", 1)[0],
+        "boundary": boundary,
+        "ts": ts if ts is not None else datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
+        "metadata": {},
+        **fields,
+    }
+    if "span_id" not in fields:
+        env["span_id"] = new_span_id()
+    if "mono_ns" not in fields:
+        env["mono_ns"] = time.monotonic_ns()
+    seen = fields.get("edge_headers")
+    env["edge_headers"] = dict.fromkeys(EDGE_HEADERS) | seen if seen else dict.fromkeys(EDGE_HEADERS)
+    return env

@@ -13,17 +13,15 @@ last line of the log the scenario came from.
 
 Hand-built scenarios cover the layers cvdiag does not emit (probe, aimock, edge headers).
 Backend scenarios run Starlette apps with the real middleware and scopes under uvicorn in
-a subprocess (this file, ``serve`` sub-command), drive them with httpx (including a
-client that hangs up mid-stream) and ``kill -9`` the server mid-request; the NDJSON file
-sink is the log.
+a subprocess (``tests/corpus_server.py``, which the live tests share), drive them with
+httpx (including a client that hangs up mid-stream) and ``kill -9`` the server
+mid-request; the NDJSON file sink is the log.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,6 +31,18 @@ from cvdiag.testing import envelope
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
+sys.path.insert(0, str(ROOT / "tests"))
+
+from corpus_server import (  # noqa: E402
+    SLOW_S,
+    Driver,
+    Server,
+    give_up_before_first_byte,
+    hang_up_after_first_chunk,
+    kill_when,
+    read_log,
+    read_whole,
+)
 
 _BASE = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
 
@@ -577,7 +587,7 @@ HAND_PLAN: tuple[Hand, ...] = (
 )  # fmt: skip
 
 
-# -- building the records from the plan
+# The builder: one row of HAND_PLAN -> one corpus record.
 
 _SLUGS = {"backend": "shop-agent", "probe": "shop-agent", "aimock": "aimock"}
 #: Each layer's monotonic clock starts elsewhere, as separate processes' clocks do.
@@ -652,405 +662,59 @@ def hand_scenarios() -> list[dict[str, Any]]:
 
 
 # -- backend scenarios: the real middleware and scopes under uvicorn ---------------------------
-
-#: The slow threshold the backend scenarios are labelled with, so "slow" takes a second.
-SLOW_S = 2.0
-HEARTBEAT_S = 0.1
-SLUG = "diag-corpus"
-
-
-class RateLimitError(Exception):
-    """Stands in for a provider client's rate-limit error (no network needed)."""
-
-
-class APITimeoutError(Exception):
-    """Stands in for a provider client's timeout error."""
-
-
-def build_app(wrap: str = "inner") -> Any:
-    """A Starlette app with one endpoint per scenario (``/chat/<name>``).
-
-    ``wrap="inner"`` adds the middleware with ``add_middleware`` (inside Starlette's
-    ServerErrorMiddleware); ``"outer"`` wraps the whole app, so it sees the 500 page.
-    """
-    import asyncio
-    import contextlib
-    import time
-
-    from starlette.applications import Starlette
-    from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
-    from starlette.routing import Route
-
-    import cvdiag
-
-    async def llm(seconds: float, tokens: int, fail: BaseException | None = None) -> int:
-        async with cvdiag.llm_call("openai", "gpt-4o-mini", heartbeat_s=HEARTBEAT_S) as call:
-            await asyncio.sleep(seconds)
-            if fail is not None:
-                raise fail
-            call.record(tokens, prompt_tokens=12, completion_tokens=tokens, finish_reason="stop")
-        return tokens
-
-    def sse(body: Any) -> StreamingResponse:
-        return StreamingResponse(body, media_type="text/event-stream")
-
-    async def happy(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper", model_id="gpt-4o-mini"):
-                n = await llm(0.05, 5)
-            for i in range(n):
-                yield f"data: token {i}\n\n"
-
-        return sse(body())
-
-    def happy_json(request: Any) -> Any:  # sync: runs in the threadpool, heartbeats from a thread
-        with (
-            cvdiag.agent_scope("shopper", model_id="gpt-4o-mini"),
-            cvdiag.llm_call("openai", "gpt-4o-mini", heartbeat_s=HEARTBEAT_S) as call,
-        ):
-            time.sleep(0.05)
-            call.record(7, completion_tokens=7)
-        return JSONResponse({"answer": "Here are three shoes you might like."})
-
-    async def slow_stream(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                await llm(0.02, 40)
-            for i in range(400):
-                yield f"event: token\ndata: {i}\n\n"
-                await asyncio.sleep(0.05)
-
-        return sse(body())
-
-    async def wait_first(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                await llm(5.0, 5)  # the client gives up long before this answers
-            yield "data: too late\n\n"
-
-        return sse(body())
-
-    async def raise_before(request: Any) -> Any:
-        raise KeyError("cart_id")
-
-    async def raise_mid(request: Any) -> Any:
-        async def body() -> Any:
-            yield "data: one\n\n"
-            await asyncio.sleep(0.01)
-            yield "data: two\n\n"
-            raise RuntimeError("tool failed mid-stream")
-
-        return sse(body())
-
-    async def llm_raise(request: Any) -> Any:
-        async with cvdiag.agent_scope("shopper"):
-            await llm(0.02, 0, RateLimitError("429 Too Many Requests"))
-        return PlainTextResponse("unreachable")
-
-    async def llm_raise_handled(request: Any) -> Any:
-        async def body() -> Any:
-            try:
-                await llm(0.02, 0, APITimeoutError("provider timed out"))
-            except APITimeoutError:
-                yield "data: sorry, please try again\n\n"
-
-        return sse(body())
-
-    async def llm_hang(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                await llm(3600, 0)
-            yield "data: never\n\n"
-
-        return sse(body())
-
-    async def llm_block(request: Any) -> Any:
-        async with (
-            cvdiag.agent_scope("shopper"),
-            cvdiag.llm_call("openai", "gpt-4o-mini", heartbeat_s=HEARTBEAT_S),
-        ):
-            await asyncio.sleep(0.25)
-            time.sleep(3600)  # a sync client on the event loop: heartbeats stop too
-        return PlainTextResponse("never")
-
-    async def llm_slow(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                n = await llm(SLOW_S * 1.3, 3)
-            for i in range(n):
-                yield f"data: token {i}\n\n"
-
-        return sse(body())
-
-    async def empty(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                n = await llm(0.02, 0)
-            for i in range(n):
-                yield f"data: token {i}\n\n"
-
-        return sse(body())
-
-    async def agent_error(request: Any) -> Any:
-        try:
-            async with cvdiag.agent_scope("planner"):
-                raise ValueError("planner produced no plan")
-        except ValueError:
-            return JSONResponse({"error": "the planner failed, showing defaults"})
-
-    async def agent_error_stream(request: Any) -> Any:
-        async def body() -> Any:
-            with contextlib.suppress(LookupError):
-                async with cvdiag.agent_scope("planner"):
-                    raise LookupError("no such product")
-            for i in range(3):
-                yield f"data: fallback {i}\n\n"
-
-        return sse(body())
-
-    async def unavailable(request: Any) -> Any:
-        return JSONResponse({"error": "maintenance"}, status_code=503)
-
-    async def health(request: Any) -> Any:
-        return PlainTextResponse("ok")
-
-    endpoints = {
-        "happy": happy,
-        "happy-json": happy_json,
-        "slow-stream": slow_stream,
-        "wait-first": wait_first,
-        "raise-before": raise_before,
-        "raise-mid": raise_mid,
-        "llm-raise": llm_raise,
-        "llm-raise-handled": llm_raise_handled,
-        "llm-hang": llm_hang,
-        "llm-block": llm_block,
-        "llm-slow": llm_slow,
-        "empty": empty,
-        "agent-error": agent_error,
-        "agent-error-stream": agent_error_stream,
-        "unavailable": unavailable,
-    }
-    routes = [Route(f"/chat/{name}", fn) for name, fn in endpoints.items()]
-    routes.append(Route("/health", health))
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> Any:
-        yield
-        cvdiag.flush()
-
-    app = Starlette(routes=routes, lifespan=lifespan)
-    if wrap == "outer":
-        return cvdiag.CvdiagMiddleware(app, slug=SLUG, exclude_paths=("/health",))
-    app.add_middleware(cvdiag.CvdiagMiddleware, slug=SLUG, exclude_paths=("/health",))
-    return app
-
-
-def serve(wrap: str, tier: str, port: int, log: str) -> None:
-    """The server side of a scenario run: cvdiag writes to ``log`` (NDJSON)."""
-    import uvicorn
-
-    import cvdiag
-
-    cvdiag.configure(enabled=True, tier=tier, environ={"CVDIAG_ENV": "test"}, stdout=False, file=log)
-    uvicorn.run(build_app(wrap), host="127.0.0.1", port=port, log_level="critical", lifespan="on")
-
-
-class _Server:
-    """``serve`` in a subprocess on a free loopback port, its log in ``log``."""
-
-    def __init__(self, wrap: str, tier: str, log: Path) -> None:
-        import socket
-        import subprocess
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.log = log
-        self.base = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, __file__, "serve", "--app", wrap, "--tier", tier, "--port", str(self.port)]
-        self.proc = subprocess.Popen([*cmd, "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        import time
-
-        import httpx
-
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}")
-            try:
-                if httpx.get(self.base + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("server did not start")
-
-    def stop(self) -> None:
-        import signal
-
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # graceful: lifespan shutdown flushes the log
-            try:
-                self.proc.wait(timeout=15)
-            except Exception:
-                self.proc.kill()
-                self.proc.wait()
-
-    def kill(self) -> None:
-        """``kill -9``: nothing is flushed, no terminal is written."""
-        import signal
-
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-
-def _read_log(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut by kill -9
-    return out
-
-
-def _wait_for(server: _Server, test_id: str, boundary: str, count: int = 1, timeout: float = 15.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen = [e for e in _read_log(server.log) if e.get("test_id") == test_id and e.get("boundary") == boundary]
-        if len(seen) >= count:
-            return
-        time.sleep(0.02)
-    raise RuntimeError(f"{test_id}: no {count} x {boundary} in the log")
-
-
-# Drivers: what the client does. Each takes the server and the test id.
-
-
-def _get(server: _Server, test_id: str, name: str) -> None:
-    import httpx
-
-    # A stream that breaks off mid-body is a scenario, not a failure of the driver.
-    with contextlib.suppress(httpx.HTTPError):
-        httpx.get(f"{server.base}/chat/{name}", headers={"x-test-id": test_id}, timeout=30)
-
-
-def _hang_up_after_first_chunk(server: _Server, test_id: str, name: str) -> None:
-    import httpx
-
-    with (
-        httpx.Client(timeout=30) as client,
-        client.stream("GET", f"{server.base}/chat/{name}", headers={"x-test-id": test_id}) as response,
-    ):
-        for _ in response.iter_raw():
-            break  # closing the stream here drops the connection mid-body
-    _wait_for(server, test_id, "backend.sse.aborted")
-
-
-def _give_up_before_first_byte(server: _Server, test_id: str, name: str) -> None:
-    import httpx
-
-    try:
-        with (
-            httpx.Client(timeout=httpx.Timeout(30, read=0.4)) as client,
-            client.stream("GET", f"{server.base}/chat/{name}", headers={"x-test-id": test_id}) as response,
-        ):
-            for _ in response.iter_raw():
-                break
-    except httpx.ReadTimeout:
-        pass
-    _wait_for(server, test_id, "backend.sse.aborted")
-
-
-def _kill_when(boundary: str, count: int = 1, settle: float = 0.0) -> Any:
-    """A driver that starts the request, waits for ``boundary`` in the log, then kill -9s."""
-
-    def drive(server: _Server, test_id: str, name: str) -> None:
-        import threading
-        import time
-
-        import httpx
-
-        def request() -> None:
-            try:
-                with (
-                    httpx.Client(timeout=60) as client,
-                    client.stream("GET", f"{server.base}/chat/{name}", headers={"x-test-id": test_id}) as response,
-                ):
-                    for _ in response.iter_raw():
-                        pass
-            except httpx.HTTPError:
-                pass  # the server died under us: that is the scenario
-
-        thread = threading.Thread(target=request, daemon=True)
-        thread.start()
-        _wait_for(server, test_id, boundary, count)
-        time.sleep(settle)
-        server.kill()
-        thread.join(timeout=10)
-
-    drive.kills = True  # type: ignore[attr-defined]
-    return drive
-
+# The app, the server and the drivers are tests/corpus_server.py's.
 
 # (scenario, endpoint, driver, {tier: label}). A tier missing from the dict is not run:
 # at the default tier there are no LLM events, and a scenario whose only trace is an LLM
 # event would just be "ok" there.
 _ALL = ("debug", "verbose", "default")
-BACKEND_PLAN: tuple[tuple[str, str, Any, dict[str, str]], ...] = (
-    ("happy-sse", "happy", _get, dict.fromkeys(_ALL, "ok")),
-    ("happy-json-sync", "happy-json", _get, dict.fromkeys(_ALL, "ok")),
+BACKEND_PLAN: tuple[tuple[str, str, Driver, dict[str, str]], ...] = (
+    ("happy-sse", "happy", read_whole, dict.fromkeys(_ALL, "ok")),
+    ("happy-json-sync", "happy-json", read_whole, dict.fromkeys(_ALL, "ok")),
     (
         "disconnect-after-first-byte",
         "slow-stream",
-        _hang_up_after_first_chunk,
+        hang_up_after_first_chunk,
         dict.fromkeys(_ALL, "client-disconnect"),
     ),
     (
         "disconnect-before-first-byte",
         "wait-first",
-        _give_up_before_first_byte,
+        give_up_before_first_byte,
         dict.fromkeys(_ALL, "client-disconnect"),
     ),
-    ("raise-before-response", "raise-before", _get, dict.fromkeys(_ALL, "server-error")),
-    ("raise-mid-stream", "raise-mid", _get, dict.fromkeys(_ALL, "stream-error")),
-    ("llm-raises", "llm-raise", _get, {"debug": "llm-error", "verbose": "llm-error", "default": "server-error"}),
-    ("llm-raises-handled", "llm-raise-handled", _get, {"debug": "llm-error", "verbose": "llm-error"}),
-    ("llm-slow-heartbeats", "llm-slow", _get, {"debug": "llm-slow", "verbose": "llm-slow"}),
-    ("provider-empty-answer", "empty", _get, {"debug": "provider-empty", "verbose": "provider-empty"}),
-    ("agent-error-json", "agent-error", _get, dict.fromkeys(_ALL, "agent-error")),
-    ("agent-error-stream", "agent-error-stream", _get, dict.fromkeys(_ALL, "agent-error")),
-    ("status-503", "unavailable", _get, dict.fromkeys(_ALL, "server-error")),
+    ("raise-before-response", "raise-before", read_whole, dict.fromkeys(_ALL, "server-error")),
+    ("raise-mid-stream", "raise-mid", read_whole, dict.fromkeys(_ALL, "stream-error")),
+    ("llm-raises", "llm-raise", read_whole, {"debug": "llm-error", "verbose": "llm-error", "default": "server-error"}),
+    ("llm-raises-handled", "llm-raise-handled", read_whole, {"debug": "llm-error", "verbose": "llm-error"}),
+    ("llm-slow-heartbeats", "llm-slow", read_whole, {"debug": "llm-slow", "verbose": "llm-slow"}),
+    ("provider-empty-answer", "empty", read_whole, {"debug": "provider-empty", "verbose": "provider-empty"}),
+    ("agent-error-json", "agent-error", read_whole, dict.fromkeys(_ALL, "agent-error")),
+    ("agent-error-stream", "agent-error-stream", read_whole, dict.fromkeys(_ALL, "agent-error")),
+    ("status-503", "unavailable", read_whole, dict.fromkeys(_ALL, "server-error")),
     # kill -9 scenarios: each on its own server.
     (
         "killed-mid-stream",
         "slow-stream",
-        _kill_when("backend.agent.exit", settle=0.3),
+        kill_when("backend.agent.exit", settle=0.3),
         dict.fromkeys(_ALL, "incomplete"),
     ),
     (
         "llm-hanging-killed",
         "llm-hang",
-        _kill_when("backend.llm.call.heartbeat", count=2),
+        kill_when("backend.llm.call.heartbeat", count=2),
         {"debug": "llm-stalled", "verbose": "llm-stalled"},
     ),
     (
         "llm-hanging-killed-default-tier",
         "llm-hang",
-        _kill_when("backend.agent.enter", settle=0.3),
+        kill_when("backend.agent.enter", settle=0.3),
         {"default": "incomplete"},
     ),
     (
         "llm-blocks-event-loop-killed",
         "llm-block",
-        _kill_when("backend.llm.call.heartbeat", count=2, settle=0.3),
+        kill_when("backend.llm.call.heartbeat", count=2, settle=0.3),
         {"debug": "llm-stalled", "verbose": "llm-stalled"},
     ),
 )
@@ -1074,7 +738,7 @@ def backend_scenarios(workdir: Path | None = None) -> list[dict]:
                 killed = [p for p in BACKEND_PLAN if tier in p[3] and getattr(p[2], "kills", False)]
                 runs: list[tuple[Path, list[tuple[str, str]]]] = []
                 log = base / f"{wrap}-{tier}.ndjson"
-                server = _Server(wrap, tier, log)
+                server = Server(wrap, tier, log)
                 try:
                     runs.append((log, [(name, labels[tier]) for name, _, _, labels in shared]))
                     for name, endpoint, drive, _ in shared:
@@ -1083,14 +747,14 @@ def backend_scenarios(workdir: Path | None = None) -> list[dict]:
                     server.stop()
                 for name, endpoint, drive, labels in killed:
                     log = base / f"{wrap}-{tier}-{name}.ndjson"
-                    server = _Server(wrap, tier, log)
+                    server = Server(wrap, tier, log)
                     try:
                         drive(server, f"be-{wrap}-{tier}-{name}", endpoint)
                     finally:
                         server.stop()
                     runs.append((log, [(name, labels[tier])]))
                 for log, planned in runs:
-                    envelopes = _read_log(log)
+                    envelopes = read_log(log)
                     log_end = _ts_of(envelopes)
                     for name, label in planned:
                         test_id = f"be-{wrap}-{tier}-{name}"
@@ -1124,16 +788,9 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("hand", "backend", "all", "serve"))
+    parser.add_argument("what", choices=("hand", "backend", "all"))
     parser.add_argument("--out", type=Path, default=CORPUS, help="corpus directory (default tests/corpus)")
-    parser.add_argument("--app", default="inner", help=argparse.SUPPRESS)
-    parser.add_argument("--tier", default="debug", help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--log", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.what == "serve":
-        serve(args.app, args.tier, args.port, args.log)
-        return 0
     if args.what in ("hand", "all"):
         write_jsonl(args.out / "hand.jsonl", hand_scenarios())
     if args.what in ("backend", "all"):
