@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from cvdiag.contract.schema import EDGE_HEADERS
+from cvdiag.testing import envelope as wire_envelope
 
 T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
 TID_OK = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e01"
@@ -37,26 +37,20 @@ def envelope(
     metadata: dict[str, Any] | None = None,
     **edges: str,
 ) -> dict[str, Any]:
-    """A valid schema v1 envelope, keys in wire order."""
-    return {
-        "schema_version": 1,
-        "test_id": test_id,
-        "trace_id": test_id,
-        "span_id": f"{next(_span):016x}",
-        "parent_span_id": None,
-        "layer": boundary.split(".", 1)[0],
-        "boundary": boundary,
-        "slug": slug,
-        "demo": "chat",
-        "ts": ts(at),
-        "mono_ns": int(at * 1e9) + 1_000_000,
-        "duration_ms": duration_ms,
-        "outcome": outcome,
-        "edge_headers": {k: edges.get(k.replace("-", "_")) for k in EDGE_HEADERS},
-        "metadata": metadata or {},
-        "_metadata_dropped": False,
-        "_truncated": False,
-    }
+    """A valid schema v1 envelope, keys in wire order; edge headers by keyword, ``cf_ray=``."""
+    return wire_envelope(
+        boundary,
+        test_id=test_id,
+        ts=ts(at),
+        span_id=f"{next(_span):016x}",
+        slug=slug,
+        demo="chat",
+        mono_ns=int(at * 1e9) + 1_000_000,
+        duration_ms=duration_ms,
+        outcome=outcome,
+        edge_headers={name.replace("_", "-"): value for name, value in edges.items()},
+        metadata=metadata or {},
+    )
 
 
 def compact(env: dict[str, Any]) -> str:

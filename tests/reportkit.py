@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cvdiag.contract.schema import EDGE_HEADERS
+from cvdiag.testing import envelope
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -103,25 +103,18 @@ _span = iter(range(1, 1 << 30))
 
 def _env(tid: str, boundary: str, ms: int, outcome: str = "info", duration: int | None = None, **md: Any) -> dict:
     seconds, millis = divmod(ms, 1000)
-    return {
-        "schema_version": 1,
-        "test_id": tid,
-        "trace_id": tid,
-        "span_id": f"{next(_span):016x}",
-        "parent_span_id": None,
-        "layer": boundary.split(".", 1)[0],
-        "boundary": boundary,
-        "slug": "shop-agent",
-        "demo": "chat",
-        "ts": f"2026-11-21T10:00:{seconds:02d}.{millis:03d}Z",
-        "mono_ns": 5_000_000_000 + ms * 1_000_000,
-        "duration_ms": duration,
-        "outcome": outcome,
-        "edge_headers": dict.fromkeys(EDGE_HEADERS),
-        "metadata": md,
-        "_metadata_dropped": False,
-        "_truncated": False,
-    }
+    return envelope(
+        boundary,
+        test_id=tid,
+        ts=f"2026-11-21T10:00:{seconds:02d}.{millis:03d}Z",
+        span_id=f"{next(_span):016x}",
+        slug="shop-agent",
+        demo="chat",
+        mono_ns=5_000_000_000 + ms * 1_000_000,
+        duration_ms=duration,
+        outcome=outcome,
+        metadata=md,
+    )
 
 
 STORY_ID = "d4-shop-retry-story"

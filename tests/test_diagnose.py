@@ -13,6 +13,7 @@ import random
 import sys
 from pathlib import Path
 
+import corpus_server
 import pytest
 
 from cvdiag.contract.timestamps import parse_ts
@@ -31,7 +32,6 @@ def _load_tool(name: str):
 
 
 evaluation = _load_tool("eval_diagnose")
-corpus_tool = _load_tool("make_diagnose_corpus")
 
 
 def _records(*names: str) -> list[dict]:
@@ -330,20 +330,20 @@ def test_live_scenarios_through_the_real_middleware_get_their_class(endpoint, ex
     from starlette.testclient import TestClient
 
     with capture("debug") as captured:
-        client = TestClient(corpus_tool.build_app("inner"), raise_server_exceptions=False)
+        client = TestClient(corpus_server.build_app("inner"), raise_server_exceptions=False)
         client.get(f"/chat/{endpoint}", headers={"x-test-id": f"live-{endpoint}"})
         events = [e for e in captured.events() if e["test_id"] == f"live-{endpoint}"]
-    got = diagnose(events, Thresholds(slow_s=corpus_tool.SLOW_S))
+    got = diagnose(events, Thresholds(slow_s=corpus_server.SLOW_S))
     assert got.cls == expected, got.reason
 
 
 def test_live_client_hanging_up_under_uvicorn_is_client_disconnect(tmp_path):
-    server = corpus_tool._Server("outer", "verbose", tmp_path / "log.ndjson")
+    server = corpus_server.Server("outer", "verbose", tmp_path / "log.ndjson")
     try:
-        corpus_tool._hang_up_after_first_chunk(server, "live-hangup", "slow-stream")
+        corpus_server.hang_up_after_first_chunk(server, "live-hangup", "slow-stream")
     finally:
         server.stop()
-    events = [e for e in corpus_tool._read_log(tmp_path / "log.ndjson") if e["test_id"] == "live-hangup"]
-    got = diagnose(events, Thresholds(slow_s=corpus_tool.SLOW_S))
+    events = [e for e in corpus_server.read_log(tmp_path / "log.ndjson") if e["test_id"] == "live-hangup"]
+    got = diagnose(events, Thresholds(slow_s=corpus_server.SLOW_S))
     assert got.cls == "client-disconnect", got.reason
     assert got.evidence["disconnect"] == "after-first-byte"

@@ -17,11 +17,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cvdiag.contract.schema import EDGE_HEADERS
+from cvdiag.testing import envelope
 
 SEED = 20261121
 T0 = datetime(2026, 11, 21, 9, 0, 0, tzinfo=UTC)
-NULL_EDGES = dict.fromkeys(EDGE_HEADERS)
 SLUGS = ("agno", "langgraph", "crewai", "mastra", "pydantic-ai")
 # (weight, shape) of envelope lines
 SHAPES = (
@@ -163,25 +162,18 @@ def _events(rng: random.Random, tid: str, slug: str, t: float) -> list[tuple[flo
 
 
 def _envelope(tid: str, slug: str, at: float, boundary: str, outcome: str, dur: int | None, md: dict, span: int) -> str:
-    env = {
-        "schema_version": 1,
-        "test_id": tid,
-        "trace_id": tid,
-        "span_id": f"{span:016x}",
-        "parent_span_id": None,
-        "layer": boundary.split(".", 1)[0],
-        "boundary": boundary,
-        "slug": slug,
-        "demo": "chat",
-        "ts": _ts(at),
-        "mono_ns": int(at * 1e9) + 10**12,
-        "duration_ms": dur,
-        "outcome": outcome,
-        "edge_headers": NULL_EDGES,
-        "metadata": md,
-        "_metadata_dropped": False,
-        "_truncated": False,
-    }
+    env = envelope(
+        boundary,
+        test_id=tid,
+        ts=_ts(at),
+        span_id=f"{span:016x}",
+        slug=slug,
+        demo="chat",
+        mono_ns=int(at * 1e9) + 10**12,
+        duration_ms=dur,
+        outcome=outcome,
+        metadata=md,
+    )
     return json.dumps(env, separators=(",", ":"))
 
 

@@ -13,28 +13,37 @@ last line of the log the scenario came from.
 
 Hand-built scenarios cover the layers cvdiag does not emit (probe, aimock, edge headers).
 Backend scenarios run Starlette apps with the real middleware and scopes under uvicorn in
-a subprocess (this file, ``serve`` sub-command), drive them with httpx (including a
-client that hangs up mid-stream) and ``kill -9`` the server mid-request; the NDJSON file
-sink is the log.
+a subprocess (``tests/corpus_server.py``, which the live tests share), drive them with
+httpx (including a client that hangs up mid-stream) and ``kill -9`` the server
+mid-request; the NDJSON file sink is the log.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, NamedTuple
 
-from cvdiag.contract.schema import EDGE_HEADERS
+from cvdiag.testing import envelope
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
+sys.path.insert(0, str(ROOT / "tests"))
 
-EDGE_KEYS = EDGE_HEADERS
+from corpus_server import (  # noqa: E402
+    SLOW_S,
+    Driver,
+    Server,
+    give_up_before_first_byte,
+    hang_up_after_first_chunk,
+    kill_when,
+    read_log,
+    read_whole,
+)
+
 _BASE = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
 
 
@@ -43,1305 +52,669 @@ def _ts(seconds: float) -> str:
 
 
 # -- hand-built scenarios ------------------------------------------------------------------
+# One row of HAND_PLAN per scenario: its events in the order a reader would narrate them.
+# A step is an Event, a list of them (a fragment: a harness run, a backend request) or a
+# dict, which is a malformed line kept as it is.
+
+SHOP = "https://shop.example.com"
+CHAT_URL = f"{SHOP}/chat"
+STREAM_URL = f"{SHOP}/chat/stream"
+CLAUDE = "claude-3-5-sonnet-20241022"
 
 
-class _Scenario:
-    """Envelopes of one hand-built test, written in the order a reader would narrate them."""
+class Event(NamedTuple):
+    """One envelope of a hand-built scenario; ``_hand_envelope`` fills in the other fields."""
 
-    _OUTCOMES: ClassVar[dict[str, str]] = {
-        "backend.llm.call.response": "ok",
-        "backend.sse.first_byte": "ok",
-        "backend.sse.aborted": "err",
-        "backend.agent.exit": "ok",
-        "backend.response.complete": "ok",
-        "backend.error.caught": "err",
-        "probe.exit": "ok",
-        "probe.network.error": "err",
-        "probe.console.error": "err",
-        "probe.sse.aborted": "err",
-        "aimock.response.aborted": "err",
-        "aimock.response.complete": "ok",
-    }
-
-    def __init__(self, name: str, label: str, **options: Any) -> None:
-        self.name, self.label, self.options = name, label, options
-        self.test_id = f"hand-{name}"
-        self.events: list[dict] = []
-        self._span = 0
-
-    def at(
-        self,
-        t: float,
-        boundary: str,
-        metadata: dict | None = None,
-        *,
-        outcome: str | None = None,
-        duration_ms: int | None = None,
-        edge: dict | None = None,
-    ) -> _Scenario:
-        layer = boundary.split(".", 1)[0]
-        self._span += 1
-        if outcome is None:
-            outcome = self._OUTCOMES.get(boundary, "info")
-            if boundary == "backend.response.complete" and (metadata or {}).get("http_status", 200) >= 500:
-                outcome = "err"
-            if boundary == "backend.llm.call.response" and (metadata or {}).get("error_class"):
-                outcome = "err"
-            if boundary == "backend.agent.exit" and (metadata or {}).get("terminal_outcome", "ok") != "ok":
-                outcome = "err"
-            if boundary == "probe.exit" and (metadata or {}).get("terminal_outcome", "ok") != "ok":
-                outcome = "err"
-        headers = dict.fromkeys(EDGE_KEYS)
-        headers.update(edge or {})
-        self.events.append(
-            {
-                "schema_version": 1,
-                "test_id": self.test_id,
-                "trace_id": self.test_id,
-                "span_id": f"{self._span:016x}",
-                "parent_span_id": None,
-                "layer": layer,
-                "boundary": boundary,
-                "slug": {"backend": "shop-agent", "probe": "shop-agent", "aimock": "aimock"}[layer],
-                "demo": "chat",
-                "ts": _ts(t),
-                "mono_ns": int(t * 1e9) + {"backend": 0, "probe": 7_000_000_000, "aimock": 3_000_000_000}[layer],
-                "duration_ms": duration_ms,
-                "outcome": outcome,
-                "edge_headers": headers,
-                "metadata": metadata or {},
-                "_metadata_dropped": False,
-                "_truncated": False,
-            }
-        )
-        return self
-
-    def record(self) -> dict:
-        record: dict[str, Any] = {"name": self.name, "label": self.label, "source": "hand"}
-        if "thresholds" in self.options:
-            record["thresholds"] = self.options["thresholds"]
-        if "log_end" in self.options:
-            record["log_end"] = _ts(self.options["log_end"])
-        record["events"] = self.events
-        return record
+    t: float
+    boundary: str
+    metadata: dict[str, Any]
+    outcome: str | None = None  # None: the boundary's usual outcome (``_outcome``)
+    duration_ms: int | None = None
+    edge: dict[str, str] | None = None
 
 
-# Reusable fragments: a harness run and a backend request, to keep each scenario short.
+Step = Event | list[Event] | dict[str, Any]
 
 
-def _probe_start(s: _Scenario, t: float = 0.0) -> _Scenario:
-    return (
-        s.at(t, "probe.start", {"url": "https://shop.example.com/chat", "viewport": "1280x720"})
-        .at(
-            t + 0.8,
-            "probe.navigate.complete",
-            {"url": "https://shop.example.com/chat", "nav_ms": 800, "http_status": 200},
-        )
-        .at(t + 1.0, "probe.message.send", {"message_index": 0, "char_count": 42, "demo": "chat"})
-    )
+class Hand(NamedTuple):
+    """A hand-built scenario: its name, the class a careful reader gives it, its events."""
+
+    name: str
+    label: str
+    steps: tuple[Step, ...]
+    thresholds: dict[str, float] | None = None
+    log_end: float | None = None
 
 
-def _probe_exit(s: _Scenario, t: float, outcome: str = "ok", first_token: int | None = 1500, **md: Any) -> _Scenario:
-    meta = {
-        "terminal_outcome": outcome,
-        "total_duration_ms": int(t * 1000),
-        "sse_event_count": 0 if first_token is None else 12,
-        "first_token_delta_ms": first_token,
-        "failure_classifier": None,
-    }
-    meta.update(md)
-    return s.at(t, "probe.exit", meta)
+# Events whose metadata has the same shape in many scenarios.
 
 
-def _ingress(s: _Scenario, t: float, edge: dict | None = None) -> _Scenario:
-    return s.at(
+def ingress(t: float, edge: dict[str, str] | None = None) -> Event:
+    return Event(
         t, "backend.request.ingress", {"method": "POST", "path": "/chat/stream", "content_length": 120}, edge=edge
     )
 
 
-def _agent_llm_ok(s: _Scenario, t: float, latency: float = 1.2, tokens: int | None = 48) -> _Scenario:
-    s.at(t, "backend.agent.enter", {"agent_name": "shopper", "model_id": "gpt-4o-mini"})
-    s.at(
-        t + 0.01,
-        "backend.llm.call.start",
-        {"provider": "openai", "model": "gpt-4o-mini", "prompt_token_count_estimate": 300},
-    )
-    return s.at(
-        t + 0.01 + latency,
-        "backend.llm.call.response",
-        {
-            "provider": "openai",
-            "model": "gpt-4o-mini",
-            "response_token_count": tokens,
-            "latency_ms": int(latency * 1000),
-            "error_class": None,
-            "completion_tokens": tokens,
-        },
-        duration_ms=int(latency * 1000),
-    )
+def agent_enter(t: float, agent: str = "shopper", model: str | None = "gpt-4o-mini") -> Event:
+    return Event(t, "backend.agent.enter", {"agent_name": agent, "model_id": model})
 
 
-def _stream_ok(s: _Scenario, t: float, events: int = 12, status: int = 200, edge: dict | None = None) -> _Scenario:
-    s.at(t, "backend.sse.first_byte", {"delta_ms_from_ingress": int(t * 1000)}, edge=edge)
-    for i in range(min(events, 3)):
-        s.at(
-            t + 0.01 * (i + 1),
-            "backend.sse.event",
-            {"event_type": "message", "payload_size_bytes": 40, "sequence_num": i},
-        )
-    s.at(t + 0.2, "backend.agent.exit", {"terminal_outcome": "ok", "total_duration_ms": 1500})
-    return s.at(
-        t + 0.21,
-        "backend.response.complete",
-        {"http_status": status, "content_length": 480, "total_duration_ms": 1700, "sse_event_count": events},
-        duration_ms=1700,
-        edge=edge,
-    )
+def agent_exit(t: float, outcome: str, total_ms: int) -> Event:
+    return Event(t, "backend.agent.exit", {"terminal_outcome": outcome, "total_duration_ms": total_ms})
 
 
-def _network_error(
-    s: _Scenario,
+def llm_start(t: float, estimate: int | None = 300, model: str = "gpt-4o-mini", provider: str = "openai") -> Event:
+    metadata = {"provider": provider, "model": model, "prompt_token_count_estimate": estimate}
+    return Event(t, "backend.llm.call.start", metadata)
+
+
+def llm_failed(
     t: float,
+    latency_ms: int,
     error_class: str,
-    status: int | None = None,
-    url: str = "https://shop.example.com/chat/stream",
-    **options: Any,
-) -> _Scenario:
-    return s.at(
-        t, "probe.network.error", {"url": url, "error_class": error_class, "response_status": status}, **options
+    model: str = "gpt-4o-mini",
+    provider: str = "openai",
+    outcome: str | None = None,
+) -> Event:
+    metadata = {
+        "provider": provider,
+        "model": model,
+        "response_token_count": None,
+        "latency_ms": latency_ms,
+        "error_class": error_class,
+    }
+    return Event(t, "backend.llm.call.response", metadata, outcome, latency_ms)
+
+
+def heartbeat(t: float, elapsed_ms: int) -> Event:
+    return Event(t, "backend.llm.call.heartbeat", {"elapsed_ms_since_start": elapsed_ms})
+
+
+def first_byte(t: float, delta_ms: int, edge: dict[str, str] | None = None) -> Event:
+    return Event(t, "backend.sse.first_byte", {"delta_ms_from_ingress": delta_ms}, edge=edge)
+
+
+def sse_event(t: float, size: int, sequence_num: int) -> Event:
+    metadata = {"event_type": "message", "payload_size_bytes": size, "sequence_num": sequence_num}
+    return Event(t, "backend.sse.event", metadata)
+
+
+def sse_aborted(t: float, kind: str, bytes_before: int | None, duration_ms: int) -> Event:
+    metadata = {"termination_kind": kind, "bytes_before_abort": bytes_before}
+    return Event(t, "backend.sse.aborted", metadata, duration_ms=duration_ms)
+
+
+def complete(
+    t: float, status: int, length: int, total_ms: int, sse_events: int = 0, edge: dict[str, str] | None = None
+) -> Event:
+    metadata = {
+        "http_status": status,
+        "content_length": length,
+        "total_duration_ms": total_ms,
+        "sse_event_count": sse_events,
+    }
+    return Event(t, "backend.response.complete", metadata, duration_ms=total_ms, edge=edge)
+
+
+def error_caught(t: float, exception_type: str, message: str, duration_ms: int, stack: list | None = None) -> Event:
+    metadata = {
+        "exception_type": exception_type,
+        "message_scrubbed": message,
+        "stack_brief": stack or [],
+        "truncated": False,
+    }
+    return Event(t, "backend.error.caught", metadata, duration_ms=duration_ms)
+
+
+def network_response(t: float, url: str, status: int, length: int, duration_ms: int, edge: dict[str, str]) -> Event:
+    metadata = {"url": url, "status": status, "content_length": length, "duration_ms": duration_ms}
+    return Event(t, "probe.network.response", metadata, edge=edge)
+
+
+def network_error(
+    t: float, error_class: str, status: int | None = None, url: str = STREAM_URL, edge: dict[str, str] | None = None
+) -> Event:
+    return Event(
+        t, "probe.network.error", {"url": url, "error_class": error_class, "response_status": status}, edge=edge
     )
 
 
-def _happy_backend(s: _Scenario, t: float = 1.1, edge: dict | None = None) -> _Scenario:
-    _ingress(s, t, edge)
-    _agent_llm_ok(s, t + 0.01)
-    return _stream_ok(s, t + 1.3, edge=edge)
+def console_error(t: float, message: str, source: str, line_col: str, level: str = "error") -> Event:
+    metadata = {"level": level, "message_scrubbed": message, "source_file": source, "line_col": line_col}
+    return Event(t, "probe.console.error", metadata)
 
 
-def _harness_saw_tokens(s: _Scenario, t: float) -> _Scenario:
-    s.at(t, "probe.dom.container.mount", {"delta_ms_from_start": 1400})
-    s.at(t + 0.1, "probe.dom.firsttoken", {"delta_ms_from_start": 1500, "text_length": 12})
-    return _probe_exit(s, t + 1.0)
+def alternate_content(t: float, histogram: dict[str, int]) -> Event:
+    return Event(t, "probe.dom.alternate_content", {"child_type_histogram": histogram})
 
 
-def hand_scenarios() -> list[dict]:
-    out: list[_Scenario] = []
-    add = out.append
+def first_token(t: float) -> Event:
+    return Event(t, "probe.dom.firsttoken", {"delta_ms_from_start": 1500, "text_length": 12})
 
+
+def probe_exit(t: float, outcome: str = "ok", first_token_ms: int | None = 1500, **metadata: Any) -> Event:
+    facts = {
+        "terminal_outcome": outcome,
+        "total_duration_ms": int(t * 1000),
+        "sse_event_count": 0 if first_token_ms is None else 12,
+        "first_token_delta_ms": first_token_ms,
+        "failure_classifier": None,
+    }
+    return Event(t, "probe.exit", facts | metadata)
+
+
+def match_decision(t: float, fixture_id: str | None, score: float, reasons: Any) -> Event:
+    metadata = {"fixture_id": fixture_id, "match_score": score, "reject_reasons": reasons}
+    return Event(t, "aimock.match.decision", metadata)
+
+
+def aimock_complete(t: float, status: int, total_bytes: int, total_ms: int, chunks: int) -> Event:
+    metadata = {"http_status": status, "total_bytes": total_bytes, "total_duration_ms": total_ms, "chunk_count": chunks}
+    return Event(t, "aimock.response.complete", metadata)
+
+
+# Fragments: a harness run and a backend request, to keep each row short.
+
+
+def probe_start() -> list[Event]:
+    return [
+        Event(0.0, "probe.start", {"url": CHAT_URL, "viewport": "1280x720"}),
+        Event(0.8, "probe.navigate.complete", {"url": CHAT_URL, "nav_ms": 800, "http_status": 200}),
+        Event(1.0, "probe.message.send", {"message_index": 0, "char_count": 42, "demo": "chat"}),
+    ]
+
+
+def agent_llm_ok(t: float, latency: float = 1.2, tokens: int | None = 48) -> list[Event]:
+    metadata = {
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "response_token_count": tokens,
+        "latency_ms": int(latency * 1000),
+        "error_class": None,
+        "completion_tokens": tokens,
+    }
+    return [
+        agent_enter(t),
+        llm_start(t + 0.01),
+        Event(t + 0.01 + latency, "backend.llm.call.response", metadata, duration_ms=int(latency * 1000)),
+    ]
+
+
+def stream_ok(t: float, events: int = 12, edge: dict[str, str] | None = None) -> list[Event]:
+    return [
+        first_byte(t, int(t * 1000), edge),
+        *(sse_event(t + 0.01 * (i + 1), 40, i) for i in range(min(events, 3))),
+        agent_exit(t + 0.2, "ok", 1500),
+        complete(t + 0.21, 200, 480, 1700, events, edge),
+    ]
+
+
+def happy_backend(t: float = 1.1, edge: dict[str, str] | None = None) -> list[Event]:
+    return [ingress(t, edge), *agent_llm_ok(t + 0.01), *stream_ok(t + 1.3, edge=edge)]
+
+
+def harness_saw_tokens(t: float) -> list[Event]:
+    return [
+        Event(t, "probe.dom.container.mount", {"delta_ms_from_start": 1400}),
+        first_token(t + 0.1),
+        probe_exit(t + 1.0),
+    ]
+
+
+HAND_PLAN: tuple[Hand, ...] = (
     # probe-runner-crash: the harness broke, whatever the backend did.
-    s = _probe_start(_Scenario("runner-target-closed", "probe-runner-crash"))
-    _happy_backend(s)
-    add(
-        _probe_exit(
-            s,
-            4.0,
-            "error",
-            None,
-            failure_classifier="TargetClosedError: Target page, context or browser has been closed",
-        )
-    )
-    s = _probe_start(_Scenario("runner-page-crashed", "probe-runner-crash"))
-    _network_error(s, 1.5, "Page crashed")
-    add(_probe_exit(s, 2.0, "error", None))
-    s = _probe_start(_Scenario("runner-protocol-error", "probe-runner-crash"))
-    _happy_backend(s)
-    add(
-        _probe_exit(
-            s, 4.0, "error", None, failure_classifier="Protocol error (Runtime.callFunctionOn): Session closed."
-        )
-    )
-    s = _probe_start(_Scenario("runner-oom", "probe-runner-crash"))
-    _ingress(s, 1.1)
-    add(_probe_exit(s, 9.0, "error", None, failure_classifier="FATAL ERROR: JavaScript heap out of memory"))
-    s = _probe_start(_Scenario("runner-browser-disconnected", "probe-runner-crash"))
-    add(_network_error(s, 1.2, "BrowserDisconnectedError", url="https://shop.example.com/chat"))
-    s = _probe_start(_Scenario("runner-oomkilled-with-llm-error", "probe-runner-crash"))
-    _ingress(s, 1.1)
-    s.at(
-        1.2, "backend.llm.call.start", {"provider": "openai", "model": "gpt-4o-mini", "prompt_token_count_estimate": 10}
-    )
-    s.at(
-        1.5,
-        "backend.llm.call.response",
-        {
-            "provider": "openai",
-            "model": "gpt-4o-mini",
-            "response_token_count": None,
-            "latency_ms": 300,
-            "error_class": "APIConnectionError",
-        },
-        duration_ms=300,
-    )
-    add(_probe_exit(s, 3.0, "error", None, failure_classifier="chromium OOMKilled"))
-
+    Hand("runner-target-closed", "probe-runner-crash", (
+        probe_start(),
+        happy_backend(),
+        probe_exit(4.0, "error", None,
+                   failure_classifier="TargetClosedError: Target page, context or browser has been closed"),
+    )),
+    Hand("runner-page-crashed", "probe-runner-crash", (
+        probe_start(), network_error(1.5, "Page crashed"), probe_exit(2.0, "error", None),
+    )),
+    Hand("runner-protocol-error", "probe-runner-crash", (
+        probe_start(),
+        happy_backend(),
+        probe_exit(4.0, "error", None, failure_classifier="Protocol error (Runtime.callFunctionOn): Session closed."),
+    )),
+    Hand("runner-oom", "probe-runner-crash", (
+        probe_start(),
+        ingress(1.1),
+        probe_exit(9.0, "error", None, failure_classifier="FATAL ERROR: JavaScript heap out of memory"),
+    )),
+    Hand("runner-browser-disconnected", "probe-runner-crash", (
+        probe_start(), network_error(1.2, "BrowserDisconnectedError", url=CHAT_URL),
+    )),
+    Hand("runner-oomkilled-with-llm-error", "probe-runner-crash", (
+        probe_start(),
+        ingress(1.1),
+        llm_start(1.2, 10),
+        llm_failed(1.5, 300, "APIConnectionError"),
+        probe_exit(3.0, "error", None, failure_classifier="chromium OOMKilled"),
+    )),
     # edge-interference, one per sub-cause.
-    s = _probe_start(_Scenario("edge-challenge", "edge-interference"))
-    s.at(
-        1.3,
-        "probe.network.response",
-        {"url": "https://shop.example.com/chat/stream", "status": 403, "content_length": 9000, "duration_ms": 80},
-        edge={"cf-ray": "8f1a2b3c4d5e6f70-FRA", "cf-mitigated": "challenge", "server": "cloudflare"},
-    )
-    add(_probe_exit(s, 3.0, "error", None))
-    s = _probe_start(_Scenario("edge-jschallenge", "edge-interference"))
-    s.at(
-        1.3,
-        "probe.navigate.complete",
-        {"url": "https://shop.example.com/chat", "nav_ms": 300, "http_status": 503},
-        edge={"cf-ray": "8f1a2b3c4d5e6f71-AMS", "cf-mitigated": "JSChallenge"},
-    )
-    add(_probe_exit(s, 3.0, "error", None))
-    s = _probe_start(_Scenario("edge-block-with-backend", "edge-interference"))
-    _happy_backend(s)
-    s.at(
-        2.9,
-        "probe.network.response",
-        {"url": "https://shop.example.com/api/cart", "status": 403, "content_length": 100, "duration_ms": 20},
-        edge={"cf-ray": "8f1a2b3c4d5e6f72-CDG", "cf-mitigated": "block"},
-    )
-    add(_probe_exit(s, 4.0, "error"))
-    s = _probe_start(_Scenario("edge-rate-limited", "edge-interference"))
-    s.at(
-        1.2,
-        "probe.network.response",
-        {"url": "https://shop.example.com/chat/stream", "status": 429, "content_length": 0, "duration_ms": 15},
-        edge={"cf-ray": "8f1a2b3c4d5e6f73-LHR", "retry-after": "30"},
-    )
-    add(_probe_exit(s, 2.0, "error", None))
-    s = _probe_start(_Scenario("edge-rate-limited-network-error", "edge-interference"))
-    _network_error(s, 1.2, "HTTPError", 503, edge={"retry-after": "120", "server": "railway-edge"})
-    add(_probe_exit(s, 2.0, "error", None))
-    s = _probe_start(_Scenario("edge-varnish-failed", "edge-interference"))
-    _ingress(s, 1.1, edge={"via": "1.1 varnish (Varnish/7.4)"})
-    s.at(1.2, "backend.sse.first_byte", {"delta_ms_from_ingress": 100})
-    s.at(31.2, "backend.sse.aborted", {"termination_kind": "timeout", "bytes_before_abort": 0}, duration_ms=30100)
-    add(_probe_exit(s, 32.0, "timeout", None))
-    s = _probe_start(_Scenario("edge-squid-on-probe", "edge-interference"))
-    s.at(
-        1.2,
-        "probe.network.response",
-        {"url": "https://shop.example.com/chat/stream", "status": 502, "content_length": 300, "duration_ms": 40},
-        edge={"via": "1.1 squid-proxy.corp:3128 (squid/5.7)"},
-    )
-    add(_probe_exit(s, 2.0, "error", None))
-    s = _probe_start(_Scenario("edge-two-rays-backend", "edge-interference"))
-    _ingress(s, 1.1, edge={"cf-ray": "8f1a2b3c4d5e6f74-FRA"})
-    _ingress(s, 11.1, edge={"cf-ray": "8f1a2b3c4d5e6f75-FRA"})
-    s.at(
-        11.2,
-        "backend.error.caught",
-        {
-            "exception_type": "RuntimeError",
-            "message_scrubbed": "duplicate order",
-            "stack_brief": [],
-            "truncated": False,
-        },
-        duration_ms=100,
-    )
-    add(_probe_exit(s, 12.0, "error", None))
-
+    Hand("edge-challenge", "edge-interference", (
+        probe_start(),
+        network_response(1.3, STREAM_URL, 403, 9000, 80,
+                         {"cf-ray": "8f1a2b3c4d5e6f70-FRA", "cf-mitigated": "challenge", "server": "cloudflare"}),
+        probe_exit(3.0, "error", None),
+    )),
+    Hand("edge-jschallenge", "edge-interference", (
+        probe_start(),
+        Event(1.3, "probe.navigate.complete", {"url": CHAT_URL, "nav_ms": 300, "http_status": 503},
+              edge={"cf-ray": "8f1a2b3c4d5e6f71-AMS", "cf-mitigated": "JSChallenge"}),
+        probe_exit(3.0, "error", None),
+    )),
+    Hand("edge-block-with-backend", "edge-interference", (
+        probe_start(),
+        happy_backend(),
+        network_response(2.9, f"{SHOP}/api/cart", 403, 100, 20,
+                         {"cf-ray": "8f1a2b3c4d5e6f72-CDG", "cf-mitigated": "block"}),
+        probe_exit(4.0, "error"),
+    )),
+    Hand("edge-rate-limited", "edge-interference", (
+        probe_start(),
+        network_response(1.2, STREAM_URL, 429, 0, 15, {"cf-ray": "8f1a2b3c4d5e6f73-LHR", "retry-after": "30"}),
+        probe_exit(2.0, "error", None),
+    )),
+    Hand("edge-rate-limited-network-error", "edge-interference", (
+        probe_start(),
+        network_error(1.2, "HTTPError", 503, edge={"retry-after": "120", "server": "railway-edge"}),
+        probe_exit(2.0, "error", None),
+    )),
+    Hand("edge-varnish-failed", "edge-interference", (
+        probe_start(),
+        ingress(1.1, {"via": "1.1 varnish (Varnish/7.4)"}),
+        first_byte(1.2, 100),
+        sse_aborted(31.2, "timeout", 0, 30100),
+        probe_exit(32.0, "timeout", None),
+    )),
+    Hand("edge-squid-on-probe", "edge-interference", (
+        probe_start(),
+        network_response(1.2, STREAM_URL, 502, 300, 40, {"via": "1.1 squid-proxy.corp:3128 (squid/5.7)"}),
+        probe_exit(2.0, "error", None),
+    )),
+    Hand("edge-two-rays-backend", "edge-interference", (
+        probe_start(),
+        ingress(1.1, {"cf-ray": "8f1a2b3c4d5e6f74-FRA"}),
+        ingress(11.1, {"cf-ray": "8f1a2b3c4d5e6f75-FRA"}),
+        error_caught(11.2, "RuntimeError", "duplicate order", 100),
+        probe_exit(12.0, "error", None),
+    )),
     # llm-error: the provider failed; the endpoint's visible effect does not matter.
-    s = _Scenario("llm-error-rate-limit-relayed", "llm-error")
-    _probe_start(s)
-    _ingress(s, 1.1)
-    s.at(
-        1.2,
-        "backend.llm.call.start",
-        {"provider": "openai", "model": "gpt-4o-mini", "prompt_token_count_estimate": 300},
-    )
-    s.at(
-        1.5,
-        "backend.llm.call.response",
-        {
-            "provider": "openai",
-            "model": "gpt-4o-mini",
-            "response_token_count": None,
-            "latency_ms": 300,
-            "error_class": "RateLimitError",
-        },
-        duration_ms=300,
-    )
-    s.at(
-        1.51,
-        "backend.response.complete",
-        {"http_status": 429, "content_length": 60, "total_duration_ms": 410, "sse_event_count": 0},
-        duration_ms=410,
-        edge={"retry-after": "20", "cf-ray": "8f1a2b3c4d5e6f76-IAD"},
-    )
-    s.at(
-        1.6,
-        "probe.network.response",
-        {"url": "https://shop.example.com/chat/stream", "status": 429, "content_length": 60, "duration_ms": 500},
-        edge={"retry-after": "20", "cf-ray": "8f1a2b3c4d5e6f77-FRA"},
-    )
-    add(_probe_exit(s, 2.0, "error", None))
-    s = _Scenario("llm-error-outer-500", "llm-error")
-    _ingress(s, 0.0)
-    s.at(0.1, "backend.agent.enter", {"agent_name": "shopper", "model_id": "claude-3-5-sonnet-20241022"})
-    s.at(
-        0.1,
-        "backend.llm.call.start",
-        {"provider": "anthropic", "model": "claude-3-5-sonnet-20241022", "prompt_token_count_estimate": 900},
-    )
-    s.at(
-        2.1,
-        "backend.llm.call.response",
-        {
-            "provider": "anthropic",
-            "model": "claude-3-5-sonnet-20241022",
-            "response_token_count": None,
-            "latency_ms": 2000,
-            "error_class": "OverloadedError",
-        },
-        duration_ms=2000,
-    )
-    s.at(2.1, "backend.agent.exit", {"terminal_outcome": "error", "total_duration_ms": 2000})
-    s.at(2.12, "backend.sse.first_byte", {"delta_ms_from_ingress": 2120})
-    s.at(
-        2.13,
-        "backend.response.complete",
-        {"http_status": 500, "content_length": 21, "total_duration_ms": 2130, "sse_event_count": 0},
-        duration_ms=2130,
-    )
-    add(
-        s.at(
-            2.14,
-            "backend.error.caught",
-            {
-                "exception_type": "OverloadedError",
-                "message_scrubbed": "overloaded",
-                "stack_brief": [],
-                "truncated": False,
-            },
-            duration_ms=2140,
-        )
-    )
-    s = _Scenario("llm-error-handled-by-app", "llm-error")
-    _ingress(s, 0.0)
-    s.at(
-        0.1,
-        "backend.llm.call.start",
-        {"provider": "groq", "model": "llama-3.1-8b-instant", "prompt_token_count_estimate": None},
-    )
-    s.at(
-        0.4,
-        "backend.llm.call.response",
-        {
-            "provider": "groq",
-            "model": "llama-3.1-8b-instant",
-            "response_token_count": None,
-            "latency_ms": 300,
-            "error_class": "APITimeoutError",
-        },
-        duration_ms=300,
-    )
-    _stream_ok(s, 0.5, events=1)
-    add(s)
-
+    Hand("llm-error-rate-limit-relayed", "llm-error", (
+        probe_start(),
+        ingress(1.1),
+        llm_start(1.2),
+        llm_failed(1.5, 300, "RateLimitError"),
+        complete(1.51, 429, 60, 410, edge={"retry-after": "20", "cf-ray": "8f1a2b3c4d5e6f76-IAD"}),
+        network_response(1.6, STREAM_URL, 429, 60, 500, {"retry-after": "20", "cf-ray": "8f1a2b3c4d5e6f77-FRA"}),
+        probe_exit(2.0, "error", None),
+    )),
+    Hand("llm-error-outer-500", "llm-error", (
+        ingress(0.0),
+        agent_enter(0.1, model=CLAUDE),
+        llm_start(0.1, 900, CLAUDE, "anthropic"),
+        llm_failed(2.1, 2000, "OverloadedError", CLAUDE, "anthropic"),
+        agent_exit(2.1, "error", 2000),
+        first_byte(2.12, 2120),
+        complete(2.13, 500, 21, 2130),
+        error_caught(2.14, "OverloadedError", "overloaded", 2140),
+    )),
+    Hand("llm-error-handled-by-app", "llm-error", (
+        ingress(0.0),
+        llm_start(0.1, None, "llama-3.1-8b-instant", "groq"),
+        llm_failed(0.4, 300, "APITimeoutError", "llama-3.1-8b-instant", "groq"),
+        stream_ok(0.5, events=1),
+    )),
     # provider-empty: the call answered ok with nothing, and nothing was streamed.
-    s = _Scenario("provider-empty-zero-tokens", "provider-empty")
-    _ingress(s, 0.0)
-    _agent_llm_ok(s, 0.01, latency=0.8, tokens=0)
-    s.at(0.9, "backend.sse.first_byte", {"delta_ms_from_ingress": 900})
-    s.at(1.0, "backend.agent.exit", {"terminal_outcome": "ok", "total_duration_ms": 990})
-    add(
-        s.at(
-            1.01,
-            "backend.response.complete",
-            {"http_status": 200, "content_length": 0, "total_duration_ms": 1010, "sse_event_count": 0},
-            duration_ms=1010,
-        )
-    )
-    s = _Scenario("provider-empty-null-tokens-with-probe", "provider-empty")
-    _probe_start(s)
-    _ingress(s, 1.1)
-    _agent_llm_ok(s, 1.11, latency=0.5, tokens=None)
-    s.at(
-        1.7,
-        "backend.response.complete",
-        {"http_status": 200, "content_length": 0, "total_duration_ms": 600, "sse_event_count": 0},
-        duration_ms=600,
-    )
-    s.at(2.0, "probe.dom.alternate_content", {"child_type_histogram": {"div": 1}})
-    add(_probe_exit(s, 12.0, "error", None))
-    s = _Scenario("provider-empty-default-tier-has-no-llm", "ok")  # the LLM layer is absent: never guessed
-    s.at(0.0, "backend.agent.enter", {"agent_name": "shopper", "model_id": "gpt-4o-mini"})
-    s.at(0.9, "backend.agent.exit", {"terminal_outcome": "ok", "total_duration_ms": 900})
-    add(
-        s.at(
-            0.91,
-            "backend.response.complete",
-            {"http_status": 200, "content_length": 0, "total_duration_ms": 910, "sse_event_count": 0},
-            duration_ms=910,
-        )
-    )
-
-    s = _Scenario("json-endpoint-without-token-counts", "ok")
-    _ingress(s, 0.0)
-    _agent_llm_ok(s, 0.01, latency=0.5, tokens=None)
-    s.at(0.6, "backend.agent.exit", {"terminal_outcome": "ok", "total_duration_ms": 590})
-    add(
-        s.at(
-            0.61,
-            "backend.response.complete",
-            {"http_status": 200, "content_length": 85, "total_duration_ms": 610, "sse_event_count": 0},
-            duration_ms=610,
-        )
-    )
-
+    Hand("provider-empty-zero-tokens", "provider-empty", (
+        ingress(0.0),
+        agent_llm_ok(0.01, latency=0.8, tokens=0),
+        first_byte(0.9, 900),
+        agent_exit(1.0, "ok", 990),
+        complete(1.01, 200, 0, 1010),
+    )),
+    Hand("provider-empty-null-tokens-with-probe", "provider-empty", (
+        probe_start(),
+        ingress(1.1),
+        agent_llm_ok(1.11, latency=0.5, tokens=None),
+        complete(1.7, 200, 0, 600),
+        alternate_content(2.0, {"div": 1}),
+        probe_exit(12.0, "error", None),
+    )),
+    # The LLM layer is absent at the default tier: an empty answer is never guessed.
+    Hand("provider-empty-default-tier-has-no-llm", "ok", (
+        agent_enter(0.0), agent_exit(0.9, "ok", 900), complete(0.91, 200, 0, 910),
+    )),
+    Hand("json-endpoint-without-token-counts", "ok", (
+        ingress(0.0),
+        agent_llm_ok(0.01, latency=0.5, tokens=None),
+        agent_exit(0.6, "ok", 590),
+        complete(0.61, 200, 85, 610),
+    )),
     # aimock-fixture-mismatch: only when aimock itself logged.
-    s = _Scenario("aimock-no-fixture", "aimock-fixture-mismatch")
-    s.at(
-        0.0,
-        "aimock.request.ingress",
-        {"path": "/v1/chat/completions", "content_length": 800, "match_keys": ["model", "last_user_message"]},
-    )
-    s.at(
-        0.01,
-        "aimock.match.decision",
-        {"fixture_id": None, "match_score": 0.2, "reject_reasons": ["last_user_message differs"]},
-    )
-    add(
-        s.at(
-            0.02,
-            "aimock.response.complete",
-            {"http_status": 404, "total_bytes": 0, "total_duration_ms": 20, "chunk_count": 0},
-        )
-    )
-    s = _Scenario("aimock-absent-fixture-key-aborted", "aimock-fixture-mismatch")
-    s.at(0.0, "aimock.request.ingress", {"path": "/v1/messages", "content_length": 500, "match_keys": []})
-    s.at(0.01, "aimock.match.decision", {"match_score": 0.0})
-    add(s.at(0.5, "aimock.response.aborted", {"termination_kind": "fin_premature", "bytes_before_abort": 6}))
-    s = _Scenario("aimock-default-tier-with-backend-error", "aimock-fixture-mismatch")
-    s.at(0.0, "backend.agent.enter", {"agent_name": "shopper", "model_id": "gpt-4o-mini"})
-    s.at(
-        0.2,
-        "aimock.response.complete",
-        {"http_status": 404, "total_bytes": 12, "total_duration_ms": 5, "chunk_count": 0},
-    )
-    s.at(0.3, "backend.agent.exit", {"terminal_outcome": "error", "total_duration_ms": 300})
-    add(
-        s.at(
-            0.31,
-            "backend.error.caught",
-            {
-                "exception_type": "NotFoundError",
-                "message_scrubbed": "no fixture",
-                "stack_brief": [],
-                "truncated": False,
-            },
-            duration_ms=310,
-        )
-    )
-    s = _Scenario("aimock-matched-is-fine", "ok")
-    s.at(
-        0.0, "aimock.request.ingress", {"path": "/v1/chat/completions", "content_length": 800, "match_keys": ["model"]}
-    )
-    s.at(0.01, "aimock.match.decision", {"fixture_id": "greeting-01", "match_score": 1.0, "reject_reasons": []})
-    s.at(0.02, "aimock.response.start", {"delta_ms_from_ingress": 20})
-    add(
-        s.at(
-            0.3,
-            "aimock.response.complete",
-            {"http_status": 200, "total_bytes": 2400, "total_duration_ms": 300, "chunk_count": 30},
-        )
-    )
-    s = _Scenario("aimock-small-but-matched", "ok")
-    s.at(0.01, "aimock.match.decision", {"fixture_id": "empty-01", "match_score": 1.0, "reject_reasons": []})
-    add(
-        s.at(
-            0.02,
-            "aimock.response.complete",
-            {"http_status": 200, "total_bytes": 2, "total_duration_ms": 20, "chunk_count": 1},
-        )
-    )
-
+    Hand("aimock-no-fixture", "aimock-fixture-mismatch", (
+        Event(0.0, "aimock.request.ingress",
+              {"path": "/v1/chat/completions", "content_length": 800, "match_keys": ["model", "last_user_message"]}),
+        match_decision(0.01, None, 0.2, ["last_user_message differs"]),
+        aimock_complete(0.02, 404, 0, 20, 0),
+    )),
+    Hand("aimock-absent-fixture-key-aborted", "aimock-fixture-mismatch", (
+        Event(0.0, "aimock.request.ingress", {"path": "/v1/messages", "content_length": 500, "match_keys": []}),
+        Event(0.01, "aimock.match.decision", {"match_score": 0.0}),
+        Event(0.5, "aimock.response.aborted", {"termination_kind": "fin_premature", "bytes_before_abort": 6}),
+    )),
+    Hand("aimock-default-tier-with-backend-error", "aimock-fixture-mismatch", (
+        agent_enter(0.0),
+        aimock_complete(0.2, 404, 12, 5, 0),
+        agent_exit(0.3, "error", 300),
+        error_caught(0.31, "NotFoundError", "no fixture", 310),
+    )),
+    Hand("aimock-matched-is-fine", "ok", (
+        Event(0.0, "aimock.request.ingress",
+              {"path": "/v1/chat/completions", "content_length": 800, "match_keys": ["model"]}),
+        match_decision(0.01, "greeting-01", 1.0, []),
+        Event(0.02, "aimock.response.start", {"delta_ms_from_ingress": 20}),
+        aimock_complete(0.3, 200, 2400, 300, 30),
+    )),
+    Hand("aimock-small-but-matched", "ok", (
+        match_decision(0.01, "empty-01", 1.0, []), aimock_complete(0.02, 200, 2, 20, 1),
+    )),
     # llm-stalled: a call that never answered and whose heartbeats stopped short.
-    s = _Scenario("llm-stalled-heartbeats-stopped", "llm-stalled", log_end=42.4)
-    _ingress(s, 0.0)
-    s.at(0.1, "backend.agent.enter", {"agent_name": "shopper", "model_id": "gpt-4o-mini"})
-    s.at(
-        1.2,
-        "backend.llm.call.start",
-        {"provider": "openai", "model": "gpt-4o-mini", "prompt_token_count_estimate": 300},
-    )
-    s.at(11.2, "backend.llm.call.heartbeat", {"elapsed_ms_since_start": 10000})
-    add(s.at(21.2, "backend.llm.call.heartbeat", {"elapsed_ms_since_start": 20000}))
-    s = _Scenario("llm-stalled-no-heartbeat", "llm-stalled", log_end=90.0)
-    _probe_start(s)
-    _ingress(s, 1.1)
-    s.at(1.2, "backend.llm.call.start", {"provider": "openai", "model": "gpt-4o", "prompt_token_count_estimate": 300})
-    add(_probe_exit(s, 61.0, "timeout", None))
-    s = _Scenario("llm-stalled-second-call", "llm-stalled")
-    _ingress(s, 0.0)
-    _agent_llm_ok(s, 0.1)
-    s.at(
-        1.5,
-        "backend.llm.call.start",
-        {"provider": "openai", "model": "gpt-4o-mini", "prompt_token_count_estimate": 600},
-    )
-    add(s.at(2.5, "backend.llm.call.heartbeat", {"elapsed_ms_since_start": 1000}))
-    s = _Scenario("llm-stalled-events-shuffled-in", "llm-stalled", log_end=20.0)
-    s.at(5.0, "backend.llm.call.heartbeat", {"elapsed_ms_since_start": 4000})
-    s.at(
-        1.0,
-        "backend.llm.call.start",
-        {"provider": "mistral", "model": "mistral-large-latest", "prompt_token_count_estimate": 10},
-    )
-    add(_ingress(s, 0.9))
-
+    Hand("llm-stalled-heartbeats-stopped", "llm-stalled", (
+        ingress(0.0), agent_enter(0.1), llm_start(1.2), heartbeat(11.2, 10000), heartbeat(21.2, 20000),
+    ), log_end=42.4),
+    Hand("llm-stalled-no-heartbeat", "llm-stalled", (
+        probe_start(), ingress(1.1), llm_start(1.2, model="gpt-4o"), probe_exit(61.0, "timeout", None),
+    ), log_end=90.0),
+    Hand("llm-stalled-second-call", "llm-stalled", (
+        ingress(0.0), agent_llm_ok(0.1), llm_start(1.5, 600), heartbeat(2.5, 1000),
+    )),
+    Hand("llm-stalled-events-shuffled-in", "llm-stalled", (
+        heartbeat(5.0, 4000), llm_start(1.0, 10, "mistral-large-latest", "mistral"), ingress(0.9),
+    ), log_end=20.0),
     # llm-slow: latency (or heartbeats) at the threshold.
-    s = _Scenario("llm-slow-answered", "llm-slow")
-    _ingress(s, 0.0)
-    _agent_llm_ok(s, 0.01, latency=45.0)
-    add(_stream_ok(s, 45.1))
-    s = _Scenario("llm-slow-still-beating", "llm-slow", log_end=50.0)
-    _ingress(s, 0.0)
-    s.at(0.1, "backend.llm.call.start", {"provider": "openai", "model": "o1", "prompt_token_count_estimate": 3000})
-    for i in range(1, 4):
-        s.at(0.1 + 10 * i, "backend.llm.call.heartbeat", {"elapsed_ms_since_start": 10000 * i})
-    add(s)
-    s = _Scenario("llm-slow-then-client-gave-up", "llm-slow")
-    _ingress(s, 0.0)
-    s.at(0.1, "backend.llm.call.start", {"provider": "openai", "model": "gpt-4o", "prompt_token_count_estimate": 3000})
-    s.at(0.2, "backend.sse.first_byte", {"delta_ms_from_ingress": 200})
-    s.at(
-        35.1,
-        "backend.llm.call.response",
-        {
-            "provider": "openai",
-            "model": "gpt-4o",
-            "response_token_count": None,
-            "latency_ms": 35000,
-            "error_class": "CancelledError",
-        },
-        outcome="timeout",
-        duration_ms=35000,
-    )
-    add(s.at(35.1, "backend.sse.aborted", {"termination_kind": "rst", "bytes_before_abort": 14}, duration_ms=35100))
-    s = _Scenario("llm-slow-custom-threshold", "llm-slow", thresholds={"slow_s": 5.0})
-    _ingress(s, 0.0)
-    _agent_llm_ok(s, 0.01, latency=6.0)
-    add(_stream_ok(s, 6.1))
-    s = _Scenario("llm-just-under-threshold", "ok")
-    _ingress(s, 0.0)
-    _agent_llm_ok(s, 0.01, latency=29.9)
-    add(_stream_ok(s, 30.0))
-
+    Hand("llm-slow-answered", "llm-slow", (ingress(0.0), agent_llm_ok(0.01, latency=45.0), stream_ok(45.1))),
+    Hand("llm-slow-still-beating", "llm-slow", (
+        ingress(0.0), llm_start(0.1, 3000, "o1"), [heartbeat(0.1 + 10 * i, 10000 * i) for i in range(1, 4)],
+    ), log_end=50.0),
+    Hand("llm-slow-then-client-gave-up", "llm-slow", (
+        ingress(0.0),
+        llm_start(0.1, 3000, "gpt-4o"),
+        first_byte(0.2, 200),
+        llm_failed(35.1, 35000, "CancelledError", "gpt-4o", outcome="timeout"),
+        sse_aborted(35.1, "rst", 14, 35100),
+    )),
+    Hand("llm-slow-custom-threshold", "llm-slow", (
+        ingress(0.0), agent_llm_ok(0.01, latency=6.0), stream_ok(6.1),
+    ), thresholds={"slow_s": 5.0}),
+    Hand("llm-just-under-threshold", "ok", (ingress(0.0), agent_llm_ok(0.01, latency=29.9), stream_ok(30.0))),
     # server-error
-    s = _Scenario("server-raised-before-response", "server-error")
-    _ingress(s, 0.0)
-    add(
-        s.at(
-            0.05,
-            "backend.error.caught",
-            {
-                "exception_type": "KeyError",
-                "message_scrubbed": "'cart_id'",
-                "stack_brief": [{"file": "app.py", "line": 40}],
-                "truncated": False,
-            },
-            duration_ms=50,
-        )
-    )
-    s = _Scenario("server-outer-500-page", "server-error")
-    _ingress(s, 0.0)
-    s.at(0.05, "backend.sse.first_byte", {"delta_ms_from_ingress": 50})
-    s.at(
-        0.05,
-        "backend.response.complete",
-        {"http_status": 500, "content_length": 21, "total_duration_ms": 50, "sse_event_count": 0},
-        duration_ms=50,
-    )
-    add(
-        s.at(
-            0.06,
-            "backend.error.caught",
-            {
-                "exception_type": "ZeroDivisionError",
-                "message_scrubbed": "division by zero",
-                "stack_brief": [],
-                "truncated": False,
-            },
-            duration_ms=60,
-        )
-    )
-    s = _Scenario("server-503-no-exception", "server-error")
-    _probe_start(s)
-    s.at(
-        1.1,
-        "backend.response.complete",
-        {"http_status": 503, "content_length": 19, "total_duration_ms": 3, "sse_event_count": 0},
-        duration_ms=3,
-    )
-    add(_probe_exit(s, 1.5, "error", None))
-    s = _Scenario("server-error-beats-agent-error", "server-error")
-    s.at(0.0, "backend.agent.enter", {"agent_name": "shopper", "model_id": None})
-    s.at(0.1, "backend.agent.exit", {"terminal_outcome": "error", "total_duration_ms": 100})
-    add(
-        s.at(
-            0.1,
-            "backend.error.caught",
-            {"exception_type": "ValueError", "message_scrubbed": "bad tool", "stack_brief": [], "truncated": False},
-            duration_ms=100,
-        )
-    )
-
+    Hand("server-raised-before-response", "server-error", (
+        ingress(0.0), error_caught(0.05, "KeyError", "'cart_id'", 50, [{"file": "app.py", "line": 40}]),
+    )),
+    Hand("server-outer-500-page", "server-error", (
+        ingress(0.0),
+        first_byte(0.05, 50),
+        complete(0.05, 500, 21, 50),
+        error_caught(0.06, "ZeroDivisionError", "division by zero", 60),
+    )),
+    Hand("server-503-no-exception", "server-error", (
+        probe_start(), complete(1.1, 503, 19, 3), probe_exit(1.5, "error", None),
+    )),
+    Hand("server-error-beats-agent-error", "server-error", (
+        agent_enter(0.0, model=None), agent_exit(0.1, "error", 100), error_caught(0.1, "ValueError", "bad tool", 100),
+    )),
     # stream-error
-    s = _Scenario("stream-chunk-error", "stream-error")
-    _ingress(s, 0.0)
-    s.at(0.1, "backend.sse.first_byte", {"delta_ms_from_ingress": 100})
-    s.at(0.3, "backend.sse.aborted", {"termination_kind": "chunk_error", "bytes_before_abort": 180}, duration_ms=300)
-    add(
-        s.at(
-            0.31,
-            "backend.error.caught",
-            {
-                "exception_type": "RuntimeError",
-                "message_scrubbed": "tool failed",
-                "stack_brief": [],
-                "truncated": False,
-            },
-            duration_ms=310,
-        )
-    )
-    s = _Scenario("stream-chunk-error-before-bytes", "stream-error")
-    add(s.at(0.3, "backend.sse.aborted", {"termination_kind": "chunk_error", "bytes_before_abort": 0}, duration_ms=300))
-
+    Hand("stream-chunk-error", "stream-error", (
+        ingress(0.0),
+        first_byte(0.1, 100),
+        sse_aborted(0.3, "chunk_error", 180, 300),
+        error_caught(0.31, "RuntimeError", "tool failed", 310),
+    )),
+    Hand("stream-chunk-error-before-bytes", "stream-error", (sse_aborted(0.3, "chunk_error", 0, 300),)),
     # client-disconnect
-    s = _Scenario("client-rst-after-first-byte", "client-disconnect")
-    _ingress(s, 0.0)
-    s.at(0.1, "backend.sse.first_byte", {"delta_ms_from_ingress": 100})
-    add(s.at(0.5, "backend.sse.aborted", {"termination_kind": "rst", "bytes_before_abort": 240}, duration_ms=500))
-    s = _Scenario("client-rst-before-first-byte", "client-disconnect")
-    _ingress(s, 0.0)
-    s.at(
-        0.1,
-        "backend.llm.call.start",
-        {"provider": "openai", "model": "gpt-4o-mini", "prompt_token_count_estimate": 300},
-    )
-    s.at(
-        2.0,
-        "backend.llm.call.response",
-        {
-            "provider": "openai",
-            "model": "gpt-4o-mini",
-            "response_token_count": None,
-            "latency_ms": 1900,
-            "error_class": "CancelledError",
-        },
-        outcome="timeout",
-        duration_ms=1900,
-    )
-    add(s.at(2.0, "backend.sse.aborted", {"termination_kind": "rst", "bytes_before_abort": 0}, duration_ms=2000))
-    s = _Scenario("client-fin-premature", "client-disconnect")
-    add(
-        s.at(
-            0.5, "backend.sse.aborted", {"termination_kind": "fin_premature", "bytes_before_abort": 12}, duration_ms=500
-        )
-    )
-    s = _Scenario("client-timeout-beats-agent-cancel", "client-disconnect")
-    s.at(0.0, "backend.agent.enter", {"agent_name": "shopper", "model_id": None})
-    s.at(10.0, "backend.agent.exit", {"terminal_outcome": "cancelled", "total_duration_ms": 10000})
-    add(
-        s.at(
-            10.0, "backend.sse.aborted", {"termination_kind": "timeout", "bytes_before_abort": None}, duration_ms=10000
-        )
-    )
-
+    Hand("client-rst-after-first-byte", "client-disconnect", (
+        ingress(0.0), first_byte(0.1, 100), sse_aborted(0.5, "rst", 240, 500),
+    )),
+    Hand("client-rst-before-first-byte", "client-disconnect", (
+        ingress(0.0),
+        llm_start(0.1),
+        llm_failed(2.0, 1900, "CancelledError", outcome="timeout"),
+        sse_aborted(2.0, "rst", 0, 2000),
+    )),
+    Hand("client-fin-premature", "client-disconnect", (sse_aborted(0.5, "fin_premature", 12, 500),)),
+    Hand("client-timeout-beats-agent-cancel", "client-disconnect", (
+        agent_enter(0.0, model=None), agent_exit(10.0, "cancelled", 10000), sse_aborted(10.0, "timeout", None, 10000),
+    )),
     # agent-error
-    s = _Scenario("agent-error-handled", "agent-error")
-    _ingress(s, 0.0)
-    s.at(0.01, "backend.agent.enter", {"agent_name": "planner", "model_id": "gpt-4o-mini"})
-    s.at(0.2, "backend.agent.exit", {"terminal_outcome": "error", "total_duration_ms": 190})
-    add(
-        s.at(
-            0.21,
-            "backend.response.complete",
-            {"http_status": 200, "content_length": 30, "total_duration_ms": 210, "sse_event_count": 0},
-            duration_ms=210,
-        )
-    )
-    s = _Scenario("agent-cancelled-internally", "agent-error")
-    s.at(0.0, "backend.agent.enter", {"agent_name": "planner", "model_id": None})
-    s.at(0.3, "backend.agent.exit", {"terminal_outcome": "cancelled", "total_duration_ms": 300})
-    _stream_ok(s, 0.4, events=2)
-    add(s)
-
+    Hand("agent-error-handled", "agent-error", (
+        ingress(0.0), agent_enter(0.01, "planner"), agent_exit(0.2, "error", 190), complete(0.21, 200, 30, 210),
+    )),
+    Hand("agent-cancelled-internally", "agent-error", (
+        agent_enter(0.0, "planner", None), agent_exit(0.3, "cancelled", 300), stream_ok(0.4, events=2),
+    )),
     # incomplete
-    s = _Scenario("incomplete-mid-stream", "incomplete", log_end=9.0)
-    _ingress(s, 0.0)
-    s.at(0.1, "backend.sse.first_byte", {"delta_ms_from_ingress": 100})
-    add(s.at(0.2, "backend.sse.event", {"event_type": "message", "payload_size_bytes": 20, "sequence_num": 0}))
-    s = _Scenario("incomplete-agent-only", "incomplete")
-    add(s.at(0.0, "backend.agent.enter", {"agent_name": "shopper", "model_id": None}))
-    s = _Scenario("incomplete-second-request", "incomplete")
-    _happy_backend(s, 0.0)
-    add(_ingress(s, 5.0))
-
+    Hand("incomplete-mid-stream", "incomplete", (
+        ingress(0.0), first_byte(0.1, 100), sse_event(0.2, 20, 0),
+    ), log_end=9.0),
+    Hand("incomplete-agent-only", "incomplete", (agent_enter(0.0, model=None),)),
+    Hand("incomplete-second-request", "incomplete", (happy_backend(0.0), ingress(5.0))),
     # no-backend
-    s = _Scenario("no-backend-timeout", "no-backend")
-    _probe_start(s)
-    add(_probe_exit(s, 31.0, "timeout", None))
-    s = _Scenario("no-backend-connection-refused", "no-backend")
-    _probe_start(s)
-    _network_error(s, 1.1, "net::ERR_CONNECTION_REFUSED")
-    add(_probe_exit(s, 1.5, "error", None))
-    s = _Scenario("no-backend-http2-protocol-error-is-network", "no-backend")
-    _probe_start(s)
-    _network_error(s, 1.1, "net::ERR_HTTP2_PROTOCOL_ERROR")
-    add(_probe_exit(s, 1.5, "error", None))
-
+    Hand("no-backend-timeout", "no-backend", (probe_start(), probe_exit(31.0, "timeout", None))),
+    Hand("no-backend-connection-refused", "no-backend", (
+        probe_start(), network_error(1.1, "net::ERR_CONNECTION_REFUSED"), probe_exit(1.5, "error", None),
+    )),
+    Hand("no-backend-http2-protocol-error-is-network", "no-backend", (
+        probe_start(), network_error(1.1, "net::ERR_HTTP2_PROTOCOL_ERROR"), probe_exit(1.5, "error", None),
+    )),
     # strict-harness / frontend-hydration
-    s = _Scenario("strict-harness-alternate-content", "strict-harness")
-    _probe_start(s)
-    _happy_backend(s)
-    s.at(3.0, "probe.dom.alternate_content", {"child_type_histogram": {"table": 1, "p": 3}})
-    add(_probe_exit(s, 10.0, "error", None))
-    s = _Scenario("strict-harness-no-exit", "strict-harness")
-    _probe_start(s)
-    _happy_backend(s)
-    add(s.at(3.0, "probe.dom.alternate_content", {"child_type_histogram": {"pre": 1}}))
-    s = _Scenario("frontend-hydration-console", "frontend-hydration")
-    _probe_start(s)
-    _happy_backend(s)
-    s.at(
-        2.8,
-        "probe.console.error",
-        {
-            "level": "error",
-            "message_scrubbed": "Hydration failed because the initial UI does not match",
-            "source_file": "main.js",
-            "line_col": "1:2040",
-        },
-    )
-    add(_probe_exit(s, 10.0, "error", None))
-    s = _Scenario("frontend-hydration-two-errors", "frontend-hydration")
-    _probe_start(s)
-    _happy_backend(s)
-    s.at(
-        2.8,
-        "probe.console.error",
-        {
-            "level": "error",
-            "message_scrubbed": "Minified React error #418",
-            "source_file": "app.js",
-            "line_col": "1:99",
-        },
-    )
-    s.at(
-        2.9,
-        "probe.console.error",
-        {
-            "level": "error",
-            "message_scrubbed": "Minified React error #423",
-            "source_file": "app.js",
-            "line_col": "1:99",
-        },
-    )
-    add(_probe_exit(s, 10.0, "error", None))
-    s = _Scenario("console-error-but-token-seen", "ok")
-    _probe_start(s)
-    _happy_backend(s)
-    s.at(
-        2.8,
-        "probe.console.error",
-        {"level": "warning", "message_scrubbed": "favicon 404", "source_file": "index.html", "line_col": "1:1"},
-    )
-    add(_harness_saw_tokens(s, 2.9))
-
-    s = _Scenario("strict-harness-beats-console-error", "strict-harness")
-    _probe_start(s)
-    _happy_backend(s)
-    s.at(
-        2.8,
-        "probe.console.error",
-        {"level": "error", "message_scrubbed": "Uncaught TypeError", "source_file": "a.js", "line_col": "1:1"},
-    )
-    s.at(3.0, "probe.dom.alternate_content", {"child_type_histogram": {"img": 2}})
-    s.at(3.5, "probe.dom.alternate_content", {"child_type_histogram": {"img": 3}})
-    add(_probe_exit(s, 10.0, "error", None))
-    s = _Scenario("frontend-hydration-no-exit", "frontend-hydration")
-    _probe_start(s)
-    _happy_backend(s)
-    add(
-        s.at(
-            2.8,
-            "probe.console.error",
-            {
-                "level": "error",
-                "message_scrubbed": "Text content does not match server-rendered HTML",
-                "source_file": "main.js",
-                "line_col": "2:10",
-            },
-        )
-    )
-    s = _Scenario("no-backend-although-harness-passed", "no-backend")
-    _probe_start(s)
-    add(_harness_saw_tokens(s, 2.0))
-    s = _Scenario("aimock-chunks-only", "aimock-fixture-mismatch")
-    s.at(0.0, "aimock.match.decision", {"fixture_id": None, "match_score": 0.1, "reject_reasons": "model differs"})
-    s.at(0.1, "aimock.sse.chunk", {"chunk_size_bytes": 6, "sequence_num": 0})
-    add(s.at(0.2, "aimock.sse.chunk", {"chunk_size_bytes": 4, "sequence_num": 1}))
-    s = _Scenario("aimock-unmatched-but-answered", "ok")
-    s.at(0.0, "aimock.match.decision", {"fixture_id": None, "match_score": 0.0, "reject_reasons": []})
-    s.at(
-        0.3,
-        "aimock.response.complete",
-        {"http_status": 200, "total_bytes": 2048, "total_duration_ms": 300, "chunk_count": 20},
-    )
-    add(_happy_backend(s, 0.0))
-    s = _Scenario("classifier-mentioning-zoom-is-not-oom", "ok")
-    _probe_start(s)
-    _happy_backend(s)
-    s.at(2.9, "probe.dom.firsttoken", {"delta_ms_from_start": 1500, "text_length": 12})
-    add(_probe_exit(s, 4.0, "ok", 1500, failure_classifier="zoom-room-bloom"))
-
+    Hand("strict-harness-alternate-content", "strict-harness", (
+        probe_start(), happy_backend(), alternate_content(3.0, {"table": 1, "p": 3}), probe_exit(10.0, "error", None),
+    )),
+    Hand("strict-harness-no-exit", "strict-harness", (
+        probe_start(), happy_backend(), alternate_content(3.0, {"pre": 1}),
+    )),
+    Hand("frontend-hydration-console", "frontend-hydration", (
+        probe_start(),
+        happy_backend(),
+        console_error(2.8, "Hydration failed because the initial UI does not match", "main.js", "1:2040"),
+        probe_exit(10.0, "error", None),
+    )),
+    Hand("frontend-hydration-two-errors", "frontend-hydration", (
+        probe_start(),
+        happy_backend(),
+        console_error(2.8, "Minified React error #418", "app.js", "1:99"),
+        console_error(2.9, "Minified React error #423", "app.js", "1:99"),
+        probe_exit(10.0, "error", None),
+    )),
+    Hand("console-error-but-token-seen", "ok", (
+        probe_start(),
+        happy_backend(),
+        console_error(2.8, "favicon 404", "index.html", "1:1", level="warning"),
+        harness_saw_tokens(2.9),
+    )),
+    Hand("strict-harness-beats-console-error", "strict-harness", (
+        probe_start(),
+        happy_backend(),
+        console_error(2.8, "Uncaught TypeError", "a.js", "1:1"),
+        alternate_content(3.0, {"img": 2}),
+        alternate_content(3.5, {"img": 3}),
+        probe_exit(10.0, "error", None),
+    )),
+    Hand("frontend-hydration-no-exit", "frontend-hydration", (
+        probe_start(),
+        happy_backend(),
+        console_error(2.8, "Text content does not match server-rendered HTML", "main.js", "2:10"),
+    )),
+    Hand("no-backend-although-harness-passed", "no-backend", (probe_start(), harness_saw_tokens(2.0))),
+    Hand("aimock-chunks-only", "aimock-fixture-mismatch", (
+        match_decision(0.0, None, 0.1, "model differs"),
+        Event(0.1, "aimock.sse.chunk", {"chunk_size_bytes": 6, "sequence_num": 0}),
+        Event(0.2, "aimock.sse.chunk", {"chunk_size_bytes": 4, "sequence_num": 1}),
+    )),
+    Hand("aimock-unmatched-but-answered", "ok", (
+        match_decision(0.0, None, 0.0, []), aimock_complete(0.3, 200, 2048, 300, 20), happy_backend(0.0),
+    )),
+    Hand("classifier-mentioning-zoom-is-not-oom", "ok", (
+        probe_start(),
+        happy_backend(),
+        first_token(2.9),
+        probe_exit(4.0, "ok", 1500, failure_classifier="zoom-room-bloom"),
+    )),
     # ok
-    s = _Scenario("ok-full-chain", "ok")
-    _probe_start(s)
-    _happy_backend(s, edge={"cf-ray": "8f1a2b3c4d5e6f78-FRA", "via": "1.1 varnish"})
-    add(_harness_saw_tokens(s, 3.0))
-    s = _Scenario("ok-backend-only", "ok")
-    add(_happy_backend(s, 0.0))
-    s = _Scenario("ok-default-tier", "ok")
-    s.at(0.0, "backend.agent.enter", {"agent_name": "shopper", "model_id": "gpt-4o-mini"})
-    s.at(1.0, "backend.agent.exit", {"terminal_outcome": "ok", "total_duration_ms": 1000})
-    add(
-        s.at(
-            1.1,
-            "backend.response.complete",
-            {"http_status": 200, "content_length": 900, "total_duration_ms": 1100, "sse_event_count": 14},
-            duration_ms=1100,
-        )
+    Hand("ok-full-chain", "ok", (
+        probe_start(),
+        happy_backend(edge={"cf-ray": "8f1a2b3c4d5e6f78-FRA", "via": "1.1 varnish"}),
+        harness_saw_tokens(3.0),
+    )),
+    Hand("ok-backend-only", "ok", (happy_backend(0.0),)),
+    Hand("ok-default-tier", "ok", (agent_enter(0.0), agent_exit(1.0, "ok", 1000), complete(1.1, 200, 900, 1100, 14))),
+    Hand("ok-disconnect-after-last-chunk-is-not-abort", "ok", (ingress(0.0), stream_ok(0.1, events=3))),
+    Hand("ok-many-rays-but-passed", "ok", (
+        probe_start(),
+        network_response(1.05, f"{SHOP}/a.js", 200, 10, 5, {"cf-ray": "8f1a2b3c4d5e6f79-FRA"}),
+        network_response(1.06, f"{SHOP}/b.js", 200, 10, 5, {"cf-ray": "8f1a2b3c4d5e6f7a-FRA"}),
+        happy_backend(),
+        harness_saw_tokens(3.0),
+    )),
+    Hand("ok-malformed-fields-tolerated", "ok", (
+        happy_backend(0.0),
+        {"boundary": "backend.sse.event", "metadata": "not-a-dict", "ts": "yesterday", "mono_ns": "x"},
+        {"layer": "backend", "boundary": 7},
+    )),
+)  # fmt: skip
+
+
+# The builder: one row of HAND_PLAN -> one corpus record.
+
+_SLUGS = {"backend": "shop-agent", "probe": "shop-agent", "aimock": "aimock"}
+#: Each layer's monotonic clock starts elsewhere, as separate processes' clocks do.
+_MONO_OFFSET_NS = {"backend": 0, "probe": 7_000_000_000, "aimock": 3_000_000_000}
+#: The outcome a boundary has unless its metadata says it failed (``_outcome``).
+_OUTCOMES = {
+    "backend.llm.call.response": "ok",
+    "backend.sse.first_byte": "ok",
+    "backend.sse.aborted": "err",
+    "backend.agent.exit": "ok",
+    "backend.response.complete": "ok",
+    "backend.error.caught": "err",
+    "probe.exit": "ok",
+    "probe.network.error": "err",
+    "probe.console.error": "err",
+    "probe.sse.aborted": "err",
+    "aimock.response.aborted": "err",
+    "aimock.response.complete": "ok",
+}
+
+
+def _outcome(boundary: str, metadata: dict[str, Any]) -> str:
+    """The outcome an emitter gives this event: a 5xx, a provider error or a failed exit is ``err``."""
+    if boundary == "backend.response.complete" and metadata.get("http_status", 200) >= 500:
+        return "err"
+    if boundary == "backend.llm.call.response" and metadata.get("error_class"):
+        return "err"
+    if boundary in ("backend.agent.exit", "probe.exit") and metadata.get("terminal_outcome", "ok") != "ok":
+        return "err"
+    return _OUTCOMES.get(boundary, "info")
+
+
+def _hand_envelope(test_id: str, span: int, event: Event) -> dict[str, Any]:
+    layer = event.boundary.split(".", 1)[0]
+    return envelope(
+        event.boundary,
+        test_id=test_id,
+        ts=_ts(event.t),
+        span_id=f"{span:016x}",
+        slug=_SLUGS[layer],
+        demo="chat",
+        mono_ns=int(event.t * 1e9) + _MONO_OFFSET_NS[layer],
+        duration_ms=event.duration_ms,
+        outcome=event.outcome if event.outcome is not None else _outcome(event.boundary, event.metadata),
+        edge_headers=event.edge or {},
+        metadata=event.metadata,
     )
-    s = _Scenario("ok-disconnect-after-last-chunk-is-not-abort", "ok")
-    _ingress(s, 0.0)
-    add(_stream_ok(s, 0.1, events=3))
-    s = _Scenario("ok-many-rays-but-passed", "ok")
-    _probe_start(s)
-    s.at(
-        1.05,
-        "probe.network.response",
-        {"url": "https://shop.example.com/a.js", "status": 200, "content_length": 10, "duration_ms": 5},
-        edge={"cf-ray": "8f1a2b3c4d5e6f79-FRA"},
-    )
-    s.at(
-        1.06,
-        "probe.network.response",
-        {"url": "https://shop.example.com/b.js", "status": 200, "content_length": 10, "duration_ms": 5},
-        edge={"cf-ray": "8f1a2b3c4d5e6f7a-FRA"},
-    )
-    _happy_backend(s)
-    add(_harness_saw_tokens(s, 3.0))
-    s = _Scenario("ok-malformed-fields-tolerated", "ok")
-    _happy_backend(s, 0.0)
-    s.events.append({"boundary": "backend.sse.event", "metadata": "not-a-dict", "ts": "yesterday", "mono_ns": "x"})
-    s.events.append({"layer": "backend", "boundary": 7})
-    add(s)
-    return [s.record() for s in out]
+
+
+def _hand_record(hand: Hand) -> dict[str, Any]:
+    test_id = f"hand-{hand.name}"
+    events: list[dict[str, Any]] = []
+    span = 0
+    for step in hand.steps:
+        for item in step if isinstance(step, list) else [step]:
+            if isinstance(item, dict):
+                events.append(item)  # a malformed line, as it is
+                continue
+            span += 1
+            events.append(_hand_envelope(test_id, span, item))
+    record: dict[str, Any] = {"name": hand.name, "label": hand.label, "source": "hand"}
+    if hand.thresholds is not None:
+        record["thresholds"] = hand.thresholds
+    if hand.log_end is not None:
+        record["log_end"] = _ts(hand.log_end)
+    record["events"] = events
+    return record
+
+
+def hand_scenarios() -> list[dict[str, Any]]:
+    return [_hand_record(hand) for hand in HAND_PLAN]
 
 
 # -- backend scenarios: the real middleware and scopes under uvicorn ---------------------------
-
-#: The slow threshold the backend scenarios are labelled with, so "slow" takes a second.
-SLOW_S = 2.0
-HEARTBEAT_S = 0.1
-SLUG = "diag-corpus"
-
-
-class RateLimitError(Exception):
-    """Stands in for a provider client's rate-limit error (no network needed)."""
-
-
-class APITimeoutError(Exception):
-    """Stands in for a provider client's timeout error."""
-
-
-def build_app(wrap: str = "inner") -> Any:
-    """A Starlette app with one endpoint per scenario (``/chat/<name>``).
-
-    ``wrap="inner"`` adds the middleware with ``add_middleware`` (inside Starlette's
-    ServerErrorMiddleware); ``"outer"`` wraps the whole app, so it sees the 500 page.
-    """
-    import asyncio
-    import contextlib
-    import time
-
-    from starlette.applications import Starlette
-    from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
-    from starlette.routing import Route
-
-    import cvdiag
-
-    async def llm(seconds: float, tokens: int, fail: BaseException | None = None) -> int:
-        async with cvdiag.llm_call("openai", "gpt-4o-mini", heartbeat_s=HEARTBEAT_S) as call:
-            await asyncio.sleep(seconds)
-            if fail is not None:
-                raise fail
-            call.record(tokens, prompt_tokens=12, completion_tokens=tokens, finish_reason="stop")
-        return tokens
-
-    def sse(body: Any) -> StreamingResponse:
-        return StreamingResponse(body, media_type="text/event-stream")
-
-    async def happy(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper", model_id="gpt-4o-mini"):
-                n = await llm(0.05, 5)
-            for i in range(n):
-                yield f"data: token {i}\n\n"
-
-        return sse(body())
-
-    def happy_json(request: Any) -> Any:  # sync: runs in the threadpool, heartbeats from a thread
-        with (
-            cvdiag.agent_scope("shopper", model_id="gpt-4o-mini"),
-            cvdiag.llm_call("openai", "gpt-4o-mini", heartbeat_s=HEARTBEAT_S) as call,
-        ):
-            time.sleep(0.05)
-            call.record(7, completion_tokens=7)
-        return JSONResponse({"answer": "Here are three shoes you might like."})
-
-    async def slow_stream(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                await llm(0.02, 40)
-            for i in range(400):
-                yield f"event: token\ndata: {i}\n\n"
-                await asyncio.sleep(0.05)
-
-        return sse(body())
-
-    async def wait_first(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                await llm(5.0, 5)  # the client gives up long before this answers
-            yield "data: too late\n\n"
-
-        return sse(body())
-
-    async def raise_before(request: Any) -> Any:
-        raise KeyError("cart_id")
-
-    async def raise_mid(request: Any) -> Any:
-        async def body() -> Any:
-            yield "data: one\n\n"
-            await asyncio.sleep(0.01)
-            yield "data: two\n\n"
-            raise RuntimeError("tool failed mid-stream")
-
-        return sse(body())
-
-    async def llm_raise(request: Any) -> Any:
-        async with cvdiag.agent_scope("shopper"):
-            await llm(0.02, 0, RateLimitError("429 Too Many Requests"))
-        return PlainTextResponse("unreachable")
-
-    async def llm_raise_handled(request: Any) -> Any:
-        async def body() -> Any:
-            try:
-                await llm(0.02, 0, APITimeoutError("provider timed out"))
-            except APITimeoutError:
-                yield "data: sorry, please try again\n\n"
-
-        return sse(body())
-
-    async def llm_hang(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                await llm(3600, 0)
-            yield "data: never\n\n"
-
-        return sse(body())
-
-    async def llm_block(request: Any) -> Any:
-        async with (
-            cvdiag.agent_scope("shopper"),
-            cvdiag.llm_call("openai", "gpt-4o-mini", heartbeat_s=HEARTBEAT_S),
-        ):
-            await asyncio.sleep(0.25)
-            time.sleep(3600)  # a sync client on the event loop: heartbeats stop too
-        return PlainTextResponse("never")
-
-    async def llm_slow(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                n = await llm(SLOW_S * 1.3, 3)
-            for i in range(n):
-                yield f"data: token {i}\n\n"
-
-        return sse(body())
-
-    async def empty(request: Any) -> Any:
-        async def body() -> Any:
-            async with cvdiag.agent_scope("shopper"):
-                n = await llm(0.02, 0)
-            for i in range(n):
-                yield f"data: token {i}\n\n"
-
-        return sse(body())
-
-    async def agent_error(request: Any) -> Any:
-        try:
-            async with cvdiag.agent_scope("planner"):
-                raise ValueError("planner produced no plan")
-        except ValueError:
-            return JSONResponse({"error": "the planner failed, showing defaults"})
-
-    async def agent_error_stream(request: Any) -> Any:
-        async def body() -> Any:
-            with contextlib.suppress(LookupError):
-                async with cvdiag.agent_scope("planner"):
-                    raise LookupError("no such product")
-            for i in range(3):
-                yield f"data: fallback {i}\n\n"
-
-        return sse(body())
-
-    async def unavailable(request: Any) -> Any:
-        return JSONResponse({"error": "maintenance"}, status_code=503)
-
-    async def health(request: Any) -> Any:
-        return PlainTextResponse("ok")
-
-    endpoints = {
-        "happy": happy,
-        "happy-json": happy_json,
-        "slow-stream": slow_stream,
-        "wait-first": wait_first,
-        "raise-before": raise_before,
-        "raise-mid": raise_mid,
-        "llm-raise": llm_raise,
-        "llm-raise-handled": llm_raise_handled,
-        "llm-hang": llm_hang,
-        "llm-block": llm_block,
-        "llm-slow": llm_slow,
-        "empty": empty,
-        "agent-error": agent_error,
-        "agent-error-stream": agent_error_stream,
-        "unavailable": unavailable,
-    }
-    routes = [Route(f"/chat/{name}", fn) for name, fn in endpoints.items()]
-    routes.append(Route("/health", health))
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> Any:
-        yield
-        cvdiag.flush()
-
-    app = Starlette(routes=routes, lifespan=lifespan)
-    if wrap == "outer":
-        return cvdiag.CvdiagMiddleware(app, slug=SLUG, exclude_paths=("/health",))
-    app.add_middleware(cvdiag.CvdiagMiddleware, slug=SLUG, exclude_paths=("/health",))
-    return app
-
-
-def serve(wrap: str, tier: str, port: int, log: str) -> None:
-    """The server side of a scenario run: cvdiag writes to ``log`` (NDJSON)."""
-    import uvicorn
-
-    import cvdiag
-
-    cvdiag.configure(enabled=True, tier=tier, environ={"CVDIAG_ENV": "test"}, stdout=False, file=log)
-    uvicorn.run(build_app(wrap), host="127.0.0.1", port=port, log_level="critical", lifespan="on")
-
-
-class _Server:
-    """``serve`` in a subprocess on a free loopback port, its log in ``log``."""
-
-    def __init__(self, wrap: str, tier: str, log: Path) -> None:
-        import socket
-        import subprocess
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.log = log
-        self.base = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, __file__, "serve", "--app", wrap, "--tier", tier, "--port", str(self.port)]
-        self.proc = subprocess.Popen([*cmd, "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        import time
-
-        import httpx
-
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}")
-            try:
-                if httpx.get(self.base + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("server did not start")
-
-    def stop(self) -> None:
-        import signal
-
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # graceful: lifespan shutdown flushes the log
-            try:
-                self.proc.wait(timeout=15)
-            except Exception:
-                self.proc.kill()
-                self.proc.wait()
-
-    def kill(self) -> None:
-        """``kill -9``: nothing is flushed, no terminal is written."""
-        import signal
-
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-
-def _read_log(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut by kill -9
-    return out
-
-
-def _wait_for(server: _Server, test_id: str, boundary: str, count: int = 1, timeout: float = 15.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen = [e for e in _read_log(server.log) if e.get("test_id") == test_id and e.get("boundary") == boundary]
-        if len(seen) >= count:
-            return
-        time.sleep(0.02)
-    raise RuntimeError(f"{test_id}: no {count} x {boundary} in the log")
-
-
-# Drivers: what the client does. Each takes the server and the test id.
-
-
-def _get(server: _Server, test_id: str, name: str) -> None:
-    import httpx
-
-    # A stream that breaks off mid-body is a scenario, not a failure of the driver.
-    with contextlib.suppress(httpx.HTTPError):
-        httpx.get(f"{server.base}/chat/{name}", headers={"x-test-id": test_id}, timeout=30)
-
-
-def _hang_up_after_first_chunk(server: _Server, test_id: str, name: str) -> None:
-    import httpx
-
-    with (
-        httpx.Client(timeout=30) as client,
-        client.stream("GET", f"{server.base}/chat/{name}", headers={"x-test-id": test_id}) as response,
-    ):
-        for _ in response.iter_raw():
-            break  # closing the stream here drops the connection mid-body
-    _wait_for(server, test_id, "backend.sse.aborted")
-
-
-def _give_up_before_first_byte(server: _Server, test_id: str, name: str) -> None:
-    import httpx
-
-    try:
-        with (
-            httpx.Client(timeout=httpx.Timeout(30, read=0.4)) as client,
-            client.stream("GET", f"{server.base}/chat/{name}", headers={"x-test-id": test_id}) as response,
-        ):
-            for _ in response.iter_raw():
-                break
-    except httpx.ReadTimeout:
-        pass
-    _wait_for(server, test_id, "backend.sse.aborted")
-
-
-def _kill_when(boundary: str, count: int = 1, settle: float = 0.0) -> Any:
-    """A driver that starts the request, waits for ``boundary`` in the log, then kill -9s."""
-
-    def drive(server: _Server, test_id: str, name: str) -> None:
-        import threading
-        import time
-
-        import httpx
-
-        def request() -> None:
-            try:
-                with (
-                    httpx.Client(timeout=60) as client,
-                    client.stream("GET", f"{server.base}/chat/{name}", headers={"x-test-id": test_id}) as response,
-                ):
-                    for _ in response.iter_raw():
-                        pass
-            except httpx.HTTPError:
-                pass  # the server died under us: that is the scenario
-
-        thread = threading.Thread(target=request, daemon=True)
-        thread.start()
-        _wait_for(server, test_id, boundary, count)
-        time.sleep(settle)
-        server.kill()
-        thread.join(timeout=10)
-
-    drive.kills = True  # type: ignore[attr-defined]
-    return drive
-
+# The app, the server and the drivers are tests/corpus_server.py's.
 
 # (scenario, endpoint, driver, {tier: label}). A tier missing from the dict is not run:
 # at the default tier there are no LLM events, and a scenario whose only trace is an LLM
 # event would just be "ok" there.
 _ALL = ("debug", "verbose", "default")
-BACKEND_PLAN: tuple[tuple[str, str, Any, dict[str, str]], ...] = (
-    ("happy-sse", "happy", _get, dict.fromkeys(_ALL, "ok")),
-    ("happy-json-sync", "happy-json", _get, dict.fromkeys(_ALL, "ok")),
+BACKEND_PLAN: tuple[tuple[str, str, Driver, dict[str, str]], ...] = (
+    ("happy-sse", "happy", read_whole, dict.fromkeys(_ALL, "ok")),
+    ("happy-json-sync", "happy-json", read_whole, dict.fromkeys(_ALL, "ok")),
     (
         "disconnect-after-first-byte",
         "slow-stream",
-        _hang_up_after_first_chunk,
+        hang_up_after_first_chunk,
         dict.fromkeys(_ALL, "client-disconnect"),
     ),
     (
         "disconnect-before-first-byte",
         "wait-first",
-        _give_up_before_first_byte,
+        give_up_before_first_byte,
         dict.fromkeys(_ALL, "client-disconnect"),
     ),
-    ("raise-before-response", "raise-before", _get, dict.fromkeys(_ALL, "server-error")),
-    ("raise-mid-stream", "raise-mid", _get, dict.fromkeys(_ALL, "stream-error")),
-    ("llm-raises", "llm-raise", _get, {"debug": "llm-error", "verbose": "llm-error", "default": "server-error"}),
-    ("llm-raises-handled", "llm-raise-handled", _get, {"debug": "llm-error", "verbose": "llm-error"}),
-    ("llm-slow-heartbeats", "llm-slow", _get, {"debug": "llm-slow", "verbose": "llm-slow"}),
-    ("provider-empty-answer", "empty", _get, {"debug": "provider-empty", "verbose": "provider-empty"}),
-    ("agent-error-json", "agent-error", _get, dict.fromkeys(_ALL, "agent-error")),
-    ("agent-error-stream", "agent-error-stream", _get, dict.fromkeys(_ALL, "agent-error")),
-    ("status-503", "unavailable", _get, dict.fromkeys(_ALL, "server-error")),
+    ("raise-before-response", "raise-before", read_whole, dict.fromkeys(_ALL, "server-error")),
+    ("raise-mid-stream", "raise-mid", read_whole, dict.fromkeys(_ALL, "stream-error")),
+    ("llm-raises", "llm-raise", read_whole, {"debug": "llm-error", "verbose": "llm-error", "default": "server-error"}),
+    ("llm-raises-handled", "llm-raise-handled", read_whole, {"debug": "llm-error", "verbose": "llm-error"}),
+    ("llm-slow-heartbeats", "llm-slow", read_whole, {"debug": "llm-slow", "verbose": "llm-slow"}),
+    ("provider-empty-answer", "empty", read_whole, {"debug": "provider-empty", "verbose": "provider-empty"}),
+    ("agent-error-json", "agent-error", read_whole, dict.fromkeys(_ALL, "agent-error")),
+    ("agent-error-stream", "agent-error-stream", read_whole, dict.fromkeys(_ALL, "agent-error")),
+    ("status-503", "unavailable", read_whole, dict.fromkeys(_ALL, "server-error")),
     # kill -9 scenarios: each on its own server.
     (
         "killed-mid-stream",
         "slow-stream",
-        _kill_when("backend.agent.exit", settle=0.3),
+        kill_when("backend.agent.exit", settle=0.3),
         dict.fromkeys(_ALL, "incomplete"),
     ),
     (
         "llm-hanging-killed",
         "llm-hang",
-        _kill_when("backend.llm.call.heartbeat", count=2),
+        kill_when("backend.llm.call.heartbeat", count=2),
         {"debug": "llm-stalled", "verbose": "llm-stalled"},
     ),
     (
         "llm-hanging-killed-default-tier",
         "llm-hang",
-        _kill_when("backend.agent.enter", settle=0.3),
+        kill_when("backend.agent.enter", settle=0.3),
         {"default": "incomplete"},
     ),
     (
         "llm-blocks-event-loop-killed",
         "llm-block",
-        _kill_when("backend.llm.call.heartbeat", count=2, settle=0.3),
+        kill_when("backend.llm.call.heartbeat", count=2, settle=0.3),
         {"debug": "llm-stalled", "verbose": "llm-stalled"},
     ),
 )
@@ -1365,7 +738,7 @@ def backend_scenarios(workdir: Path | None = None) -> list[dict]:
                 killed = [p for p in BACKEND_PLAN if tier in p[3] and getattr(p[2], "kills", False)]
                 runs: list[tuple[Path, list[tuple[str, str]]]] = []
                 log = base / f"{wrap}-{tier}.ndjson"
-                server = _Server(wrap, tier, log)
+                server = Server(wrap, tier, log)
                 try:
                     runs.append((log, [(name, labels[tier]) for name, _, _, labels in shared]))
                     for name, endpoint, drive, _ in shared:
@@ -1374,14 +747,14 @@ def backend_scenarios(workdir: Path | None = None) -> list[dict]:
                     server.stop()
                 for name, endpoint, drive, labels in killed:
                     log = base / f"{wrap}-{tier}-{name}.ndjson"
-                    server = _Server(wrap, tier, log)
+                    server = Server(wrap, tier, log)
                     try:
                         drive(server, f"be-{wrap}-{tier}-{name}", endpoint)
                     finally:
                         server.stop()
                     runs.append((log, [(name, labels[tier])]))
                 for log, planned in runs:
-                    envelopes = _read_log(log)
+                    envelopes = read_log(log)
                     log_end = _ts_of(envelopes)
                     for name, label in planned:
                         test_id = f"be-{wrap}-{tier}-{name}"
@@ -1415,16 +788,9 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("hand", "backend", "all", "serve"))
+    parser.add_argument("what", choices=("hand", "backend", "all"))
     parser.add_argument("--out", type=Path, default=CORPUS, help="corpus directory (default tests/corpus)")
-    parser.add_argument("--app", default="inner", help=argparse.SUPPRESS)
-    parser.add_argument("--tier", default="debug", help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--log", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.what == "serve":
-        serve(args.app, args.tier, args.port, args.log)
-        return 0
     if args.what in ("hand", "all"):
         write_jsonl(args.out / "hand.jsonl", hand_scenarios())
     if args.what in ("backend", "all"):
