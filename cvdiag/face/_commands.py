@@ -1,9 +1,9 @@
 """One function per ``cvdiag`` command: read the inputs, ask the read side, filter,
 hand the result to its view or to ``--json``, and say which exit code it earned.
 
-Parsing the command line is ``cli``'s job, turning failures into exit codes
-``_exit``'s, and drawing ``_views``'. Heavy imports (rich, diagnosis) happen only in
-the command that needs them, so start-up stays fast.
+The command line is parsed in ``cli``, a failure becomes an exit code in ``_exit``, and
+how a result looks is decided in ``_views``. Heavy imports (rich, diagnosis) happen
+only in the command that needs them, so start-up stays fast.
 """
 
 from __future__ import annotations
