@@ -1,4 +1,8 @@
-"""Run the installed ``cvdiag`` command as a user would: a subprocess on real files."""
+"""Run the installed ``cvdiag`` command as a user would: a subprocess on real files.
+
+Every run sets ``CVDIAG_TRACEBACK=1`` and fails the test when the command exits 3 (an
+internal error) unless the test expects that: a crash can never pass for "nothing found".
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,15 @@ def command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "cvdiag"]
 
 
+INTERNAL_ERROR = 3
+
+
+def _checked(code: int, output: str, *, internal_error: bool) -> int:
+    if not internal_error:
+        assert code != INTERNAL_ERROR, f"cvdiag crashed (exit 3):\n{output}"
+    return code
+
+
 @dataclass
 class Result:
     code: int
@@ -27,18 +40,27 @@ class Result:
 
 
 def run(
-    *args: str | os.PathLike, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 120
+    *args: str | os.PathLike,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    cwd: str | os.PathLike | None = None,
+    internal_error: bool = False,
 ) -> Result:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "CVDIAG_TRACEBACK")}
-    full_env.update(env or {})
+    """Run ``cvdiag ARGS`` piped; ``internal_error``: the test expects exit 3."""
+    full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    full_env.update({"CVDIAG_TRACEBACK": "1", **(env or {})})
     proc = subprocess.run(
         [*command(), *map(str, args)],
         input=stdin if stdin is not None else b"",
         capture_output=True,
         env=full_env,
+        cwd=cwd,
         timeout=timeout,
     )
-    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+    err = proc.stderr.decode("utf-8", "replace")
+    code = _checked(proc.returncode, err, internal_error=internal_error)
+    return Result(code, proc.stdout.decode("utf-8", "replace"), err)
 
 
 def on_a_terminal(
@@ -49,6 +71,7 @@ def on_a_terminal(
     import pty
 
     main, child = pty.openpty()
+    env = {**env, "CVDIAG_TRACEBACK": "1"}
     proc = subprocess.run([*command(), *map(str, args)], stdout=child, stderr=child, env=env, cwd=cwd, timeout=60)
     os.close(child)
     out = b""
@@ -61,4 +84,5 @@ def on_a_terminal(
             break
         out += chunk
     os.close(main)
-    return proc.returncode, out.replace(b"\r\n", b"\n")
+    out = out.replace(b"\r\n", b"\n")
+    return _checked(proc.returncode, out.decode("utf-8", "replace"), internal_error=False), out

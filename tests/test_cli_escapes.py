@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from cvdiag_cli import command, on_a_terminal
+from cvdiag_cli import on_a_terminal, run
 from logkit import compact, errored, happy, write
 
 pytest_plugins = ["pytester"]
@@ -42,31 +41,36 @@ def evil_log(tmp_path: Path) -> Path:
     return write(tmp_path / "app\x1b[7m.log", lines)
 
 
+#: The slug as a user sees it: every control character escaped, the markup as typed.
+SLUG_SHOWN = "evil\\x1b]0;pwned\\x07[bold red]x[/]\\u202etxt.exe\\u2028\\ufffe"
+#: Each command, its exit code, and texts a user sees in what it prints (stdout or stderr).
 COMMANDS = [
-    ("tests",),
-    ("tests", "--no-class"),
-    ("timeline", TID),
-    ("timeline", TID, "--with-logs"),
-    ("diagnose", TID),
-    ("diagnose", "--all"),
-    ("stats",),
-    ("validate",),
-    ("compare", OTHER, TID),
-    ("timeline", "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e7"),  # ambiguous: an error naming ids
+    pytest.param(args, code, seen, id=" ".join(args))
+    for args, code, seen in [
+        (("tests",), 0, (TID, OTHER, SLUG_SHOWN, "server-error")),
+        (("tests", "--no-class"), 0, (TID, OTHER, SLUG_SHOWN)),
+        (("timeline", TID), 0, (f"test {TID}  slug {SLUG_SHOWN}", "backend.error.caught")),
+        (("timeline", TID, "--with-logs"), 0, (f"test {TID}", "exception_type=Err\\x1b[5m")),
+        (("diagnose", TID), 0, (f"test {TID}", "verdict: server-error")),
+        (("diagnose", "--all"), 0, (TID, OTHER, "server-error")),
+        (("stats",), 0, (SLUG_SHOWN, "backend.error.caught", "llm_latency_ms")),
+        (("validate",), 1, (f"slug '{SLUG_SHOWN}", "checked 9 envelopes: 9 invalid, 1 malformed lines")),
+        (("compare", OTHER, TID), 0, (f"A {OTHER}  ok", f"B {TID}  server-error")),
+        (("timeline", "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e7"), 1, (f"matches 2 test ids: {TID}, {OTHER}",)),
+    ]
 ]
 
 
-def _run(args: tuple[str, ...], path: Path, env: dict[str, str]) -> tuple[bytes, bytes]:
+def _run(args: tuple[str, ...], path: Path, env: dict[str, str]) -> tuple[int, bytes, bytes]:
     full = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    proc = subprocess.run([*command(), *args, str(path)], capture_output=True, env={**full, **env}, timeout=60)
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc.stdout, proc.stderr
+    r = run(*args, path, env={**full, **env})
+    return r.code, r.out.encode(), r.err.encode()
 
 
-def _on_a_terminal(args: tuple[str, ...], path: Path) -> bytes:
+def _on_a_terminal(args: tuple[str, ...], path: Path) -> tuple[int, bytes]:
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env.update({"TERM": "xterm-256color", "COLUMNS": "200"})
-    return on_a_terminal(*args, path, env=env)[1]
+    return on_a_terminal(*args, path, env=env)
 
 
 def _assert_clean(data: bytes, what: str) -> None:
@@ -74,29 +78,39 @@ def _assert_clean(data: bytes, what: str) -> None:
     assert found is None, f"{what}: raw control byte {found.group()!r} in {data!r}"
 
 
-@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize(("args", "code", "seen"), COMMANDS)
 @pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}, {"TERM": "dumb"}], ids=["pipe", "no-color", "dumb"])
-def test_piped_output_holds_no_control_characters(evil_log: Path, args: tuple[str, ...], env: dict[str, str]) -> None:
-    out, err = _run(args, evil_log, env)
+def test_piped_output_holds_no_control_characters(
+    evil_log: Path, args: tuple[str, ...], code: int, seen: tuple[str, ...], env: dict[str, str]
+) -> None:
+    exit_code, out, err = _run(args, evil_log, env)
     _assert_clean(out, "stdout")
     _assert_clean(err, "stderr")
     assert b"\x1b" not in out + err
+    assert exit_code == code, err
+    shown = (out + err).decode()
+    assert all(text in shown for text in seen), shown
 
 
-@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
-def test_a_terminal_gets_rich_colours_but_log_text_stays_text(evil_log: Path, args: tuple[str, ...]) -> None:
-    out = _on_a_terminal(args, evil_log)
+@pytest.mark.parametrize(("args", "code", "seen"), COMMANDS)
+def test_a_terminal_gets_rich_colours_but_log_text_stays_text(
+    evil_log: Path, args: tuple[str, ...], code: int, seen: tuple[str, ...]
+) -> None:
+    exit_code, out = _on_a_terminal(args, evil_log)
     _assert_clean(RICH_SGR.sub(b"", out), "terminal")
+    assert exit_code == code, out
+    shown = RICH_SGR.sub(b"", out).decode()
+    assert all(text in shown for text in seen), shown
 
 
 def test_what_a_user_sees_is_the_escaped_text(evil_log: Path) -> None:
-    out, err = _run(("timeline", TID), evil_log, {})
+    _, out, err = _run(("timeline", TID), evil_log, {})
     text = out.decode()
     assert "slug evil\\x1b]0;pwned\\x07[bold red]x[/]" in text  # markup shown as typed
     assert "exception_type=Err\\x1b[5m" in text
-    _, err = _run(("tests",), evil_log, {})
+    _, _, err = _run(("tests",), evil_log, {})
     assert "app\\x1b[7m.log:10: cut or not JSON" in err.decode()  # the file name in the malformed-line note
-    rich = _on_a_terminal(("timeline", TID), evil_log).decode()
+    rich = _on_a_terminal(("timeline", TID), evil_log)[1].decode()
     assert "[bold red]x[/]" in rich and "[link=http://x]click[/link]" in RICH_SGR.sub(b"", rich.encode()).decode()
 
 
@@ -121,7 +135,7 @@ def test_the_pytest_failure_section_escapes_log_content(pytester: pytest.Pyteste
 def test_junit_of_a_hostile_log_is_well_formed_xml(evil_log: Path) -> None:
     from xml.dom import minidom
 
-    out, _ = _run(("tests", "--format", "junit"), evil_log, {})
+    _, out, _ = _run(("tests", "--format", "junit"), evil_log, {})
     doc = minidom.parseString(out)  # raises on a character XML 1.0 cannot hold
     names = sorted(c.getAttribute("name") for c in doc.getElementsByTagName("testcase"))
     assert names == sorted([TID, OTHER])

@@ -10,10 +10,11 @@ import selectors
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import pytest
-from cvdiag_cli import command, run
+from cvdiag_cli import command, on_a_terminal, run
 from logkit import (
     TID_ABORT,
     TID_ERROR,
@@ -77,6 +78,7 @@ def test_malformed_lines_are_skipped_counted_and_located_once(log: Path) -> None
     r = run("tests", log)
     assert r.code == 0
     assert "Traceback" not in r.err
+    assert {line.split()[0] for line in r.out.splitlines()[1:-2]} == {TID_OK, TID_ABORT, TID_ERROR, TID_HARNESS}
     notes = r.err.strip().splitlines()
     assert len(notes) == 1
     assert "skipped 2 malformed CVDIAG lines" in notes[0]
@@ -125,10 +127,19 @@ def test_binary_garbage_and_a_cut_file_never_crash(tmp_path: Path) -> None:
 def test_a_cut_gzip_still_yields_what_it_had(tmp_path: Path) -> None:
     data = gzip.compress(("\n".join(f"CVDIAG {compact(e)}" for e in happy() * 50) + "\n").encode())
     path = tmp_path / "cut.log.gz"
-    path.write_bytes(data[: len(data) * 2 // 3])
+    cut = data[: len(data) * 2 // 3]
+    path.write_bytes(cut)
+    held = zlib.decompressobj(wbits=31).decompress(cut).decode().split("\n")[:-1]  # its whole lines
+    assert 0 < len(held) < len(happy()) * 50
     r = run("tests", "--json", path)
-    assert "Traceback" not in r.err
-    assert r.code in (0, 1)
+    assert r.code == 0, r.err
+    (row,) = json.loads(r.out)
+    assert (row["test_id"], row["events"]) == (TID_OK, len(held))
+    assert f"{path} is cut: read what it held" in r.err
+    r = run("grep", "--test-id", TID_OK, path)
+    assert [json.loads(line) for line in r.out.splitlines()] == [
+        json.loads(line.removeprefix("CVDIAG ")) for line in held
+    ]
 
 
 def test_very_long_lines_up_to_the_8_mib_limit_are_read(tmp_path: Path) -> None:
@@ -151,9 +162,13 @@ def test_timeline_orders_layers_and_files_and_calls_out_silences(tmp_path: Path)
 
 
 def test_timeline_accepts_a_unique_prefix_and_any_adopted_id(log: Path) -> None:
-    assert run("timeline", TID_ERROR[:-1] + "3", log).code == 0
+    r = run("timeline", TID_ERROR, log)
+    assert r.code == 0, r.err
+    assert r.out.startswith(f"test {TID_ERROR}  slug agno  {len(errored())} events\n")
+    assert "verdict: server-error" in r.out
     r = run("timeline", "d4-agno", log)
     assert r.code == 0
+    assert r.out.startswith(f"test {TID_HARNESS}  slug agno  ")
     assert "probe.message.send" in r.out
 
 
@@ -258,7 +273,8 @@ def test_diagnose_prints_the_verdict_as_json(log: Path) -> None:
 def test_tests_filters(log: Path) -> None:
     assert set(rows_of("--failed", log)) == {TID_ABORT, TID_ERROR}
     assert set(rows_of("--since", "2026-11-21T10:00:02.5Z", log)) == {TID_HARNESS}
-    assert run("tests", "--slug", "nobody", log).code == 1
+    r = run("tests", "--slug", "nobody", log)
+    assert (r.code, r.out) == (1, "no test matches the filters\n")
 
 
 def test_piped_output_has_no_escape_codes(log: Path) -> None:
@@ -268,42 +284,47 @@ def test_piped_output_has_no_escape_codes(log: Path) -> None:
 
 
 def test_no_color_is_respected_on_a_terminal(log: Path) -> None:
-    pty = pytest.importorskip("pty")
-    main, child = pty.openpty()
+    pytest.importorskip("pty")
     env = {**os.environ, "NO_COLOR": "1", "TERM": "xterm-256color"}
-    proc = subprocess.run([*command(), "tests", str(log)], stdout=child, stderr=child, env=env, timeout=60)
-    os.close(child)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(main)
-    assert proc.returncode == 0
+    code, out = on_a_terminal("tests", log, env=env)
+    assert code == 0
     assert TID_ABORT.encode() in out and b"\x1b[" not in out
+    assert b"4 tests, 2 failed, on 2026-11-21 (UTC)\n" in out
 
 
 def test_usage_errors_exit_2_and_missing_files_exit_1(tmp_path: Path) -> None:
-    assert run("tests", "--no-such-flag").code == 2
-    assert run("grep", "--since", "yesterday-ish", tmp_path).code == 2
-    assert run().code == 2
+    r = run("tests", "--no-such-flag")
+    assert (r.code, r.out) == (2, "")
+    assert r.err.startswith("usage: cvdiag tests ")
+    assert r.err.endswith("cvdiag tests: error: unrecognized arguments: --no-such-flag\n")
+    r = run("grep", "--since", "yesterday-ish", tmp_path)
+    assert r.code == 2
+    assert "cvdiag grep: error: argument --since: not a time: 'yesterday-ish'" in r.err
+    r = run()
+    assert (r.code, r.out) == (2, "")
+    assert r.err.startswith("usage: cvdiag [-h] COMMAND ...") and "  compare   two tests side by side" in r.err
     r = run("tests", tmp_path / "nope.log")
-    assert r.code == 1 and "nope.log" in r.err and "Traceback" not in r.err
+    assert (r.code, r.out) == (1, "")
+    assert r.err.startswith("cvdiag: ") and "nope.log" in r.err and "Traceback" not in r.err
 
 
 def test_an_input_without_cvdiag_lines_exits_1(tmp_path: Path) -> None:
     path = write(tmp_path / "plain.log", ["hello", "world"])
-    for cmd in ("tests", "stats", "validate", "grep"):
-        assert run(cmd, path).code == 1, cmd
+    said = {
+        "tests": "no tests found\n",
+        "stats": "no envelopes found\n",
+        "validate": "checked 0 envelopes: 0 invalid, 0 malformed lines\n",
+        "grep": "",
+    }
+    for cmd, out in said.items():
+        r = run(cmd, path)
+        assert (r.code, r.out, r.err) == (1, out, ""), cmd
 
 
 def test_demo_is_dispatched_lazily() -> None:
     r = run("demo", "--help")
-    assert "Traceback" not in r.err
+    assert r.code == 0, r.err
+    assert r.out.startswith("usage: cvdiag demo [-h] [--log LOG]")
 
 
 def test_grep_follow_prints_lines_appended_later(tmp_path: Path) -> None:

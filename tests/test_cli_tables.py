@@ -7,11 +7,10 @@ import os
 import random
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
-from cvdiag_cli import command, on_a_terminal, run
+from cvdiag_cli import on_a_terminal, run
 from logkit import aborted, compact, envelope, errored, happy, write
 
 # Ids minted in one millisecond share their first 15 characters (time, version), and
@@ -50,9 +49,9 @@ def _output(mode: str, args: list[str], width: int, cwd: Path) -> str:
     env = {"COLUMNS": str(width)}
     if mode == "rich":
         return _on_a_terminal(args, env, cwd)
-    proc = subprocess.run([*command(), *args], capture_output=True, env={**os.environ, **env}, cwd=cwd, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.decode()
+    r = run(*args, env=env, cwd=cwd)
+    assert r.code == 0, r.err
+    return r.out
 
 
 def _shown_id(line: str) -> str:
@@ -80,9 +79,9 @@ def test_tests_fits_the_terminal_and_its_hint_finds_one_test(tmp_path: Path, mod
     hint = next(line for line in lines if line.startswith("next: "))
     argv = shlex.split(hint.removeprefix("next: "))
     assert argv[:2] == ["cvdiag", "timeline"] and len(argv[2]) >= 8
-    proc = subprocess.run([*command(), *argv[1:]], capture_output=True, cwd=tmp_path, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.decode().splitlines()[0].startswith(f"test {SAME_MS[0]} ")
+    r = run(*argv[1:], cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[0].startswith(f"test {SAME_MS[0]} ")
 
 
 def test_twins_minted_in_one_millisecond_get_a_hint_long_enough(tmp_path: Path) -> None:
@@ -92,7 +91,7 @@ def test_twins_minted_in_one_millisecond_get_a_hint_long_enough(tmp_path: Path) 
     hint = next(line for line in r.out.splitlines() if line.startswith("next: "))
     prefix = shlex.split(hint)[3]
     assert prefix == TWINS[1]  # they differ only in the last character
-    assert run("timeline", prefix, path).code == 0
+    assert run("timeline", prefix, path).out.startswith(f"test {TWINS[1]}  slug agno  ")
 
 
 def test_the_hint_prefix_is_eight_characters_when_that_is_unique(tmp_path: Path) -> None:
@@ -159,3 +158,29 @@ def test_diagnose_all_cuts_reasons_to_fit_and_stats_aligns_numbers(tmp_path: Pat
     header = stats[0]
     row = next(line for line in stats if "backend.request.ingress" in line)
     assert row.index(" 8") + 2 == header.index("count") + len("count")  # right-aligned under its header
+
+
+@pytest.mark.parametrize("mode", ["plain", "rich"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_compare_stats_and_validate_fit_the_terminal(tmp_path: Path, mode: str, width: int) -> None:
+    _log(tmp_path)
+    ok, failed = SAME_MS[1], SAME_MS[0]
+    lines = _output(mode, ["compare", ok[:18], failed[:18], "app.log"], width, tmp_path).splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert lines[:3] == [
+        f"A {ok}  ok  610 ms",
+        f"B {failed}  server-error  50 ms",
+        "first divergence: B has no backend.agent.enter",
+    ]
+    steps = {words[1]: words for words in map(str.split, lines[4:]) if words[0] in (">", "*")}
+    assert steps["backend.agent.enter"][0] == ">" and "info" in steps["backend.agent.enter"]
+    assert "err (RuntimeError) 50 ms" in " ".join(steps["backend.error.caught"])
+    assert len(steps) == 7
+    lines = _output(mode, ["stats", "app.log"], width, tmp_path).splitlines()
+    assert max(len(line) for line in lines) <= width
+    rows = {words[1]: words[2:] for words in map(str.split, lines) if words[:1] == ["agno"]}
+    assert rows["backend.request.ingress"] == ["8", "0", "0", "0", "8"]
+    assert rows["backend.sse.aborted"] == ["1", "0", "1", "0", "0"]
+    assert rows["llm_latency_ms"] == ["4", *["480", "ms"] * 4]
+    out = _output(mode, ["validate", "app.log"], width, tmp_path)
+    assert out == "checked 37 envelopes: 0 invalid, 0 malformed lines\n"

@@ -178,9 +178,11 @@ def test_cli_compare_json(log) -> None:
 def test_cli_compare_refuses_an_ambiguous_or_unknown_id(log) -> None:
     path = log(provider_500())
     r = run("compare", PASS[:13], FAIL, path)
-    assert r.code == 1 and "matches 2 test ids" in r.err
+    assert (r.code, r.out) == (1, "")
+    assert r.err.startswith(f"cvdiag: '{PASS[:13]}' matches 2 test ids: ")
     r = run("compare", PASS, "ffffffff", path)
-    assert r.code == 1 and "no test id 'ffffffff'" in r.err
+    assert (r.code, r.out) == (1, "")
+    assert r.err.startswith("cvdiag: no test id 'ffffffff' in the inputs")
 
 
 @pytest.mark.parametrize("width", [80, 120])

@@ -1,0 +1,391 @@
+"""One function per ``cvdiag`` command: read the inputs, ask the read side, filter,
+hand the result to its view or to ``--json``, and say which exit code it earned.
+
+The command line is parsed in ``cli``, a failure becomes an exit code in ``_exit``, and
+how a result looks is decided in ``_views``. Heavy imports (rich, diagnosis) happen
+only in the command that needs them, so start-up stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from cvdiag.face import _views as views
+from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, UsageError, say
+from cvdiag.face.render import FAIL, OK, Out, Progress, unique_prefixes
+from cvdiag.read import correlate, filters, reader
+from cvdiag.read.jsonout import dumps
+from cvdiag.read.reader import BREADCRUMB, ENVELOPE, MALFORMED, Source, Tally
+
+# -- inputs and outputs ---------------------------------------------------------------
+
+
+def _sources(paths: Sequence[str], *, spool_stdin: bool = False) -> list[Source]:
+    if not paths:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UsageError("no input: give a PATH (file, directory, .gz) or pipe a log into cvdiag")
+        paths = ["-"]
+    sources = reader.resolve_sources(paths)
+    if spool_stdin:  # commands that read twice need stdin (or a FIFO) in a file
+        from cvdiag.read.spool import spooled
+
+        sources = [spooled(s) if s.stream else s for s in sources]
+    return sources
+
+
+def _progress(sources: list[Source]) -> Progress:
+    return Progress(sum(s.size() for s in sources))
+
+
+def _note(tally: Tally) -> None:
+    note = tally.note()
+    if note:
+        say(note)
+
+
+def _json_out(value: Any) -> None:
+    sys.stdout.buffer.write(dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def _found(found: Any) -> int:
+    return OK_EXIT if found else NOTHING_EXIT
+
+
+# -- tests ----------------------------------------------------------------------------
+
+
+def tests(args: argparse.Namespace) -> int:
+    sources = _sources(args.paths, spool_stdin=not args.no_class)  # diagnosis may read twice
+    progress = _progress(sources)
+    fmt = "json" if args.json else args.format
+    scan = correlate.scan_tests(
+        sources,
+        classify=not args.no_class,
+        slow_s=args.slow_s,
+        jobs=max(1, args.jobs),
+        keep_json=fmt in ("github", "junit"),  # they show the reason too
+        progress=progress,
+    )
+    progress.close()
+    _note(scan.tally)
+    rows = filters.select_tests(scan.rows, failed_only=args.failed, slug=args.slug, since=args.since, until=args.until)
+    verdicts = {r["test_id"]: r.pop("_diagnosis", None) for r in rows}
+    if fmt == "json":
+        _json_out(rows)
+        return _found(rows)
+    prefixes = unique_prefixes([r["test_id"] for r in scan.rows])
+    if fmt in ("github", "junit"):
+        return _ci_out(fmt, rows, verdicts, prefixes, args.paths)
+    out = Out()
+    if not rows:
+        out.line("no tests found" if not scan.rows else "no test matches the filters")
+        return NOTHING_EXIT
+    views.tests_table(out, rows, prefixes)
+    first_failed = next((r for r in rows if r["status"] == "fail"), None)
+    hint = ["cvdiag", "timeline", prefixes[first_failed["test_id"]], *args.paths] if first_failed else None
+    views.tests_summary(out, rows, hint)
+    return OK_EXIT
+
+
+def _ci_out(
+    fmt: str, rows: list[dict[str, Any]], verdicts: dict[str, Any], prefixes: dict[str, str], paths: list[str]
+) -> int:
+    import shlex
+
+    from cvdiag.face import ci
+
+    if fmt == "github":
+        for line in ci.github_annotations(rows, verdicts):
+            sys.stdout.write(line + "\n")
+    else:
+        hints = {tid: shlex.join(["cvdiag", "timeline", p, *paths]) for tid, p in prefixes.items()}
+        sys.stdout.buffer.write(ci.junit_xml(rows, verdicts, hints))
+    return _found(rows)
+
+
+# -- timeline -------------------------------------------------------------------------
+
+
+def _resolve_timeline(test_id: str, paths: Sequence[str], with_logs: bool) -> tuple[correlate.Timeline, list[Source]]:
+    sources = _sources(paths, spool_stdin=True)
+    needle = test_id.strip()
+    if not needle:
+        raise UsageError("TEST_ID is empty")
+    tl = correlate.timeline(sources, needle, with_logs=with_logs)
+    _note(tl.tally)
+    return tl, sources
+
+
+def _unknown_id(tl: correlate.Timeline, test_id: str, sources: list[Source]) -> int:
+    if len(tl.candidates) > 1:
+        shown = ", ".join(tl.candidates[:5]) + (", ..." if len(tl.candidates) > 5 else "")
+        say(f"cvdiag: {test_id!r} matches {len(tl.candidates)} test ids: {shown}; give more of it")
+        return NOTHING_EXIT
+    close = correlate.closest_ids(sources, test_id)
+    hint = f"; closest: {', '.join(close)}" if close else "; the inputs hold no test ids"
+    say(f"cvdiag: no test id {test_id!r} in the inputs{hint}")
+    return NOTHING_EXIT
+
+
+def timeline(args: argparse.Namespace) -> int:
+    tl, sources = _resolve_timeline(args.test_id, args.paths, args.with_logs)
+    if tl.test_id is None:
+        if not args.follow:
+            return _unknown_id(tl, args.test_id, sources)
+        print(f"cvdiag: waiting for {args.test_id!r} to appear", file=sys.stderr)
+    d = correlate.diagnose_timeline(tl, args.slow_s) if tl.test_id else None
+    if args.json:
+        _json_out(views.timeline_json(tl, d, args.with_logs))
+    else:
+        views.timeline(Out(), tl, d)
+    if args.follow:
+        return _follow(
+            sources, lambda env: env["test_id"].startswith(tl.test_id or args.test_id), raw=False, as_json=args.json
+        )
+    return OK_EXIT
+
+
+# -- grep -----------------------------------------------------------------------------
+
+
+def grep(args: argparse.Namespace) -> int:
+    sources = _sources(args.paths)
+    keep = filters.envelope_filter(
+        test_id=args.test_id,
+        slug=args.slug,
+        layer=args.layer,
+        boundary=args.boundary,
+        outcome=args.outcome,
+        since=args.since,
+        until=args.until,
+    )
+    markers = (args.test_id.encode(),) if args.test_id else reader.MARKERS
+    tally = Tally()
+    write = sys.stdout.buffer.write
+    found = 0
+    for hit in correlate.merged(sources, tally, markers):
+        if keep(hit.value):
+            found += 1
+            write((hit.raw if args.raw else dumps(hit.value)) + b"\n")
+    sys.stdout.flush()
+    _note(tally)
+    if args.follow:
+        return _follow(sources, keep, raw=args.raw, as_json=True)
+    return _found(found)
+
+
+def _follow(sources: list[Source], keep: filters.EnvelopeFilter, *, raw: bool, as_json: bool) -> int:
+    from cvdiag.read.follow import followed_hits
+
+    if not any(s.followable for s in sources):
+        raise UsageError("--follow needs plain files (not stdin or .gz)")
+    out = Out()
+    for hit in followed_hits(sources):
+        env = hit.value
+        if hit.kind != ENVELOPE or not keep(env):
+            continue
+        if raw or as_json:
+            sys.stdout.buffer.write((hit.raw if raw else dumps(env)) + b"\n")
+            sys.stdout.flush()
+        else:
+            views.followed_line(out, env, hit.source)
+    return OK_EXIT
+
+
+# -- stats ----------------------------------------------------------------------------
+
+
+def stats(args: argparse.Namespace) -> int:
+    from cvdiag.read.stats import Stats
+
+    sources = _sources(args.paths)
+    tally, found, progress = Tally(), Stats(), _progress(sources)
+    for hit in reader.read(sources, tally, progress=progress):
+        if hit.kind == ENVELOPE:
+            found.add(hit.value)
+    progress.close()
+    _note(tally)
+    boundaries, latency = found.boundary_rows(), found.latency_rows()
+    if args.json:
+        _json_out({"boundaries": boundaries, "latency": latency})
+        return _found(boundaries)
+    out = Out()
+    if not boundaries:
+        out.line("no envelopes found")
+        return NOTHING_EXIT
+    views.stats(out, boundaries, latency)
+    return OK_EXIT
+
+
+# -- validate -------------------------------------------------------------------------
+
+
+def validate(args: argparse.Namespace) -> int:
+    from cvdiag.read.validate import problems as check
+
+    sources = _sources(args.paths)
+    tally = Tally()
+    checked = invalid = 0
+    found: list[dict[str, Any]] = []
+    out = Out()
+    for hit in reader.read(sources, tally, with_lines=True):
+        if hit.kind == BREADCRUMB:
+            continue
+        reasons = [hit.value] if hit.kind == MALFORMED else check(hit.value)
+        checked += hit.kind == ENVELOPE
+        if not reasons:
+            continue
+        invalid += hit.kind == ENVELOPE
+        for reason in reasons:
+            found.append({"source": hit.source, "line": hit.line, "reason": reason})
+            if not args.json:
+                out.line(f"{hit.source}:{hit.line}: {reason}", FAIL)
+    summary = {"checked": checked, "invalid": invalid, "malformed": tally.count}
+    if args.json:
+        _json_out({**summary, "problems": found})
+    else:
+        style = FAIL if invalid or tally.count or not checked else OK
+        out.line(f"checked {checked} envelopes: {invalid} invalid, {tally.count} malformed lines", style)
+    return OK_EXIT if checked and not invalid and not tally.count else NOTHING_EXIT
+
+
+# -- diagnose -------------------------------------------------------------------------
+
+
+def diagnose(args: argparse.Namespace) -> int:
+    try:
+        import cvdiag.diagnosis  # noqa: F401 - only checks that diagnosis is installed
+    except ImportError:
+        print("cvdiag: diagnosis is not available in this install", file=sys.stderr)
+        return NOTHING_EXIT
+    if args.all:
+        sources = _sources(args.args, spool_stdin=True)
+        progress = _progress(sources)
+        scan = correlate.scan_tests(
+            sources, classify=True, slow_s=args.slow_s, jobs=correlate.default_jobs(), keep_json=True, progress=progress
+        )
+        progress.close()
+        _note(scan.tally)
+        verdicts = [r["_diagnosis"] for r in scan.rows if r.get("_diagnosis")]
+    else:
+        if not args.args:
+            raise UsageError("diagnose needs a TEST_ID (or --all)")
+        test_id, *paths = args.args
+        tl, sources = _resolve_timeline(test_id, paths, False)
+        if tl.test_id is None:
+            return _unknown_id(tl, test_id, sources)
+        verdicts = [correlate.diagnose_timeline(tl, args.slow_s).to_json()]
+    if args.json:
+        _json_out(verdicts)
+        return _found(verdicts)
+    out = Out()
+    if not verdicts:
+        out.line("no tests found")
+        return NOTHING_EXIT
+    views.verdicts(out, verdicts)
+    return OK_EXIT
+
+
+# -- compare --------------------------------------------------------------------------
+
+
+def compare(args: argparse.Namespace) -> int:
+    from cvdiag.read.compare import compare as compare_envelopes
+
+    sources = _sources(args.paths, spool_stdin=True)  # read once per test
+    found = []
+    for wanted in (args.a, args.b):
+        if not wanted.strip():
+            raise UsageError("a TEST_ID is empty")
+        tl = correlate.timeline(sources, wanted.strip())
+        if tl.test_id is None:
+            return _unknown_id(tl, wanted, sources)
+        found.append(tl)
+    _note(found[0].tally)
+    a, b = found
+    result = compare_envelopes(a.envelopes, b.envelopes, a_id=a.test_id, b_id=b.test_id)
+    verdicts = [correlate.diagnose_timeline(tl, args.slow_s) for tl in found]
+    if args.json:
+        doc = result.to_json()
+        for side, d in zip(("a", "b"), verdicts, strict=True):
+            doc[side]["diagnosis"] = d.to_json() if d is not None else None
+        _json_out(doc)
+        return OK_EXIT
+    views.comparison(Out(), result, verdicts)
+    return OK_EXIT
+
+
+# -- report ---------------------------------------------------------------------------
+
+
+def report(args: argparse.Namespace) -> int:
+    from cvdiag.face import report as page
+    from cvdiag.face import report_data
+
+    sources = _sources(args.paths, spool_stdin=True)  # read twice: tests, then events
+    compared = None
+    if args.compare:
+        from cvdiag.read.compare import compare as compare_envelopes
+
+        found = [correlate.timeline(sources, wanted.strip()) for wanted in args.compare]
+        for tl, wanted in zip(found, args.compare, strict=True):
+            if tl.test_id is None:
+                return _unknown_id(tl, wanted, sources)
+        compared = compare_envelopes(
+            found[0].envelopes, found[1].envelopes, a_id=found[0].test_id, b_id=found[1].test_id
+        )
+    progress = _progress(sources)
+    doc = report_data.build(
+        sources, all_tests=args.all, slow_s=args.slow_s, jobs=max(1, args.jobs), progress=progress,
+        compared=compared.to_json() if compared is not None else None,
+    )  # fmt: skip
+    progress.close()
+    if doc["meta"]["note"]:
+        print(doc["meta"]["note"], file=sys.stderr)
+    rows = doc["rows"]
+    if not rows:
+        print("cvdiag: no tests found in the inputs; no report written", file=sys.stderr)
+        return NOTHING_EXIT
+    size = page.write(doc, args.output, args.title)
+    failed = sum(r[report_data.ROW_COLUMNS.index("failed")] for r in rows)
+    detailed = len(doc["details"])
+    summary = {"path": args.output, "tests": len(rows), "failed": failed, "detailed": detailed, "bytes": size}
+    to_stdout = args.output == "-"  # the page went there: the summary goes to stderr
+    if args.json and to_stdout:
+        sys.stderr.write(dumps(summary).decode() + "\n")
+    elif args.json:
+        _json_out(summary)
+    else:
+        where = "the report to stdout" if to_stdout else args.output
+        Out(sys.stderr if to_stdout else None).line(
+            f"wrote {where}: {len(rows)} tests, {failed} failed, {detailed} with a waterfall, {size / 1e6:.1f} MB",
+            OK,
+        )
+    return OK_EXIT
+
+
+def demo(argv: list[str]) -> int:
+    try:
+        from cvdiag.face.demo import main as demo_main
+    except ImportError:
+        print("cvdiag: demo not available", file=sys.stderr)
+        return NOTHING_EXIT
+    return int(demo_main(argv) or 0)
+
+
+#: The commands that take parsed arguments, by name (``demo`` parses its own).
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "tests": tests,
+    "timeline": timeline,
+    "grep": grep,
+    "stats": stats,
+    "validate": validate,
+    "diagnose": diagnose,
+    "report": report,
+    "compare": compare,
+}
