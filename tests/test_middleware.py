@@ -344,6 +344,48 @@ def test_cancellation_mid_stream_is_abort_timeout_and_propagates():
     assert aborted["metadata"] == {"termination_kind": "timeout", "bytes_before_abort": 1}
 
 
+def test_app_returning_before_its_last_chunk_is_abort_fin_premature():
+    async def app(scope: dict, receive: Callable, send: Callable) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"part", "more_body": True})
+
+    with capture("default") as cap:
+        asyncio.run(
+            _drive(cvdiag.CvdiagMiddleware(app), _scope("/x", "2.3", "fin-1"), hang_up_after=None, send_raises=False)
+        )
+    [aborted] = cap.events()
+    assert aborted["boundary"] == "backend.sse.aborted" and aborted["test_id"] == "fin-1"
+    assert aborted["metadata"] == {"termination_kind": "fin_premature", "bytes_before_abort": 4}
+
+
+@pytest.mark.parametrize(
+    ("app_headers", "echo", "sent_headers"),
+    [
+        ([], True, [(b"x-test-id", b"echo-1")]),
+        ([(b"X-Test-Id", b"the-apps-own")], True, [(b"X-Test-Id", b"the-apps-own")]),
+        ([], False, []),
+    ],
+)
+def test_test_id_is_echoed_once_unless_the_app_sent_one_or_echo_is_off(app_headers, echo, sent_headers):
+    async def app(scope: dict, receive: Callable, send: Callable) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": list(app_headers)})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    middleware = cvdiag.CvdiagMiddleware(app, echo_test_id=echo)
+    with capture("default") as cap:
+        sent = asyncio.run(_drive(middleware, _scope("/x", "2.3", "echo-1"), hang_up_after=None, send_raises=False))
+    assert sent[0]["headers"] == sent_headers
+    assert cap.one("backend.response.complete")["test_id"] == "echo-1"
+
+
+def test_debug_tier_writes_a_plain_body_as_chunk_events():
+    with capture("debug") as cap, TestClient(make_app()) as client:
+        response = client.get("/json")
+    [event] = cap.of("backend.sse.event")
+    assert event["metadata"] == {"event_type": "chunk", "payload_size_bytes": len(response.content), "sequence_num": 0}
+    assert cap.one("backend.response.complete")["metadata"]["sse_event_count"] == 0
+
+
 def test_concurrent_requests_keep_their_own_ids():
     async def main() -> None:
         app = make_app()

@@ -1,7 +1,9 @@
 """The ASGI middleware: ingress, first byte, SSE events and exactly one terminal.
 
-A pure ASGI middleware in the style of Starlette's ``gzip.py``: everything about one
-request lives in locals of ``__call__`` and its ``send``/``receive`` wrappers.
+Shaped like Starlette's ``middleware/gzip.py``: ``CvdiagMiddleware`` holds the options
+and decides whether a request is observed; each observed request gets a ``_Responder``
+that keeps that request's state as attributes and gives the app its ``receive`` and
+``send``, and whose ``end`` writes the request's one terminal.
 """
 
 from __future__ import annotations
@@ -21,6 +23,20 @@ from cvdiag.write._inflight import InFlight
 from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind, resolve_slug, unbind
 from cvdiag.write.emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge, note_internal_error
 from cvdiag.write.scrubber import SCAN_LIMIT, scrub_clipped
+
+#: The defaults of ``CvdiagMiddleware``'s options.
+DEFAULT_TEST_ID_HEADER = TEST_ID_HEADER
+DEFAULT_SLUG_HEADER = SLUG_HEADER
+DEFAULT_ECHO_TEST_ID = True
+DEFAULT_EXCLUDE_PATHS: tuple[str, ...] = ()
+
+#: Longest forwarded header value kept in the request context.
+FORWARD_VALUE_LIMIT = 256
+#: Lines of a chunk searched for its SSE ``event:`` name, and the longest name written.
+EVENT_LINES_SCANNED = 16
+EVENT_NAME_LIMIT = 64
+#: Digits in the largest content-length read (an int64 has 19).
+CONTENT_LENGTH_DIGITS = 19
 
 _EDGE = frozenset(h.encode() for h in EDGE_HEADERS)
 _FORWARD = tuple(h.encode() for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HEADER, SLUG_HEADER))
@@ -59,21 +75,40 @@ def _pick(headers: Iterable[tuple[bytes, bytes]], wanted: frozenset[bytes]) -> d
 
 
 def _content_length(raw: bytes | None) -> int | None:
-    if raw is None or not raw.strip().isdigit() or len(raw) > 19:
+    if raw is None or not raw.strip().isdigit() or len(raw) > CONTENT_LENGTH_DIGITS:
         return None
     return int(raw)
 
 
 def _event_type(chunk: bytes) -> str:
     """The SSE event name of the first event in ``chunk``; ``message`` when unnamed."""
-    for line in chunk.split(b"\n", 16)[:16]:
+    for line in chunk.split(b"\n", EVENT_LINES_SCANNED)[:EVENT_LINES_SCANNED]:
         line = line.rstrip(b"\r")
         if not line:
             break
         if line.startswith(b"event:"):
             name = line[6:].strip().decode("utf-8", "replace")
-            return scrub_clipped(name, 64) or "message"  # scrub first, cut after
+            return scrub_clipped(name, EVENT_NAME_LIMIT) or "message"  # scrub first, cut after
     return "message"
+
+
+def _emit_ingress(scope: Scope, found: Mapping[bytes, bytes], adopted: bool) -> None:
+    emit_edge(
+        "backend.request.ingress",
+        {
+            "method": scope.get("method"),
+            "path": scope.get("path"),
+            "content_length": _content_length(found.get(_CONTENT_LENGTH)),
+            "inbound_test_id_adopted": adopted,
+        },
+        outcome="info",
+        duration_ms=None,
+        edge_headers=_edge_headers(found),
+    )
+
+
+def _emit_error(error: BaseException, elapsed: int) -> None:
+    emit_edge("backend.error.caught", error_metadata(error), outcome="err", duration_ms=elapsed, edge_headers=None)
 
 
 class CvdiagMiddleware:
@@ -89,10 +124,10 @@ class CvdiagMiddleware:
         app: ASGIApp,
         *,
         slug: str | None = None,
-        test_id_header: str = TEST_ID_HEADER,
-        slug_header: str = SLUG_HEADER,
-        echo_test_id: bool = True,
-        exclude_paths: Iterable[str] = (),
+        test_id_header: str = DEFAULT_TEST_ID_HEADER,
+        slug_header: str = DEFAULT_SLUG_HEADER,
+        echo_test_id: bool = DEFAULT_ECHO_TEST_ID,
+        exclude_paths: Iterable[str] = DEFAULT_EXCLUDE_PATHS,
     ) -> None:
         self.app = app
         self.slug = sanitize_slug(slug) if slug else None
@@ -103,33 +138,6 @@ class CvdiagMiddleware:
         self._wanted = frozenset({self.test_id_header, self.slug_header, _CONTENT_LENGTH, *_FORWARD, *_EDGE})
         self._wanted_response = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, self.test_id_header, *_EDGE})
         self._in_flight = InFlight()
-
-    def _excluded(self, path: str) -> bool:
-        if not self.exclude_paths:
-            return False
-        path = path.rstrip("/") or "/"
-        return path in self.exclude_paths or any(path.startswith(p + "/") for p in self.exclude_paths if p != "/")
-
-    def _adopt(self, scope: Scope) -> tuple[RequestContext, bool, dict[bytes, bytes]]:
-        """The request's context from its headers (spec section 5), whether the test id
-        was adopted, and the request headers cvdiag reads."""
-        found = _pick(scope.get("headers") or (), self._wanted)
-        adopted = sanitize_test_id(found.get(self.test_id_header))
-        test_id = adopted or new_test_id()
-        slug_raw = found.get(self.slug_header)
-        forward = (
-            EMPTY_FORWARD
-            if found.keys().isdisjoint(_FORWARD)
-            else {k.decode(): v.decode("latin-1")[:256] for k in _FORWARD if (v := found.get(k)) is not None}
-        )
-        ctx = RequestContext(
-            test_id,
-            test_id,
-            resolve_slug(slug_raw, self.slug) if slug_raw else self.slug or resolve_slug(),
-            demo_from_path(scope.get("path") or "/"),
-            forward,
-        )
-        return ctx, adopted is not None, found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan" and _SCOPE_MARK not in scope:
@@ -152,137 +160,103 @@ class CvdiagMiddleware:
             note_internal_error()
             await self.app(scope, receive, send)
             return
-        test_id = ctx.test_id
         scope[_SCOPE_MARK] = True
         tokens = bind(ctx)
-        # Resolved once per request: the per-chunk path must stay a counter unless
-        # debug is on. The emitter re-checks every envelope, so lowering the tier still
-        # takes effect at once; raising it applies from the next request.
-        tier = active_tier(ctx.slug) or Tier.DEFAULT
-        if tier is not Tier.DEFAULT:
-            emit_edge(
-                "backend.request.ingress",
-                {
-                    "method": scope.get("method"),
-                    "path": scope.get("path"),
-                    "content_length": _content_length(found.get(_CONTENT_LENGTH)),
-                    "inbound_test_id_adopted": adopted,
-                },
-                outcome="info",
-                duration_ms=None,
-                edge_headers=_edge_headers(found),
-            )
+        try:
+            # Resolved once per request: the per-chunk path must stay a counter unless
+            # debug is on. The emitter re-checks every envelope, so lowering the tier
+            # still takes effect at once; raising it applies from the next request.
+            tier = active_tier(ctx.slug) or Tier.DEFAULT
+            if tier is not Tier.DEFAULT:
+                _emit_ingress(scope, found, adopted)
+            await _Responder(self, ctx, tier, start_ns)(scope, receive, send)
+        finally:
+            unbind(tokens)
 
-        echo = (self.test_id_header, test_id.encode()) if self.echo_test_id else None
-        status = 0
-        declared_length: int | None = None
-        is_sse = False
-        response_edge: Mapping[str, str | None] = NO_EDGE_HEADERS
-        started = finished = first_byte = disconnected = False
-        bytes_sent = sse_events = sse_sequence = 0
+    def _excluded(self, path: str) -> bool:
+        if not self.exclude_paths:
+            return False
+        path = path.rstrip("/") or "/"
+        return path in self.exclude_paths or any(path.startswith(p + "/") for p in self.exclude_paths if p != "/")
 
-        async def receive_wrapper() -> Message:
-            nonlocal disconnected
-            message = await receive()
-            if message.get("type") == "http.disconnect" and not finished:
-                disconnected = True
-            return message
+    def _adopt(self, scope: Scope) -> tuple[RequestContext, bool, dict[bytes, bytes]]:
+        """The request's context from its headers (spec section 5), whether the test id
+        was adopted, and the request headers cvdiag reads."""
+        found = _pick(scope.get("headers") or (), self._wanted)
+        adopted = sanitize_test_id(found.get(self.test_id_header))
+        test_id = adopted or new_test_id()
+        slug_raw = found.get(self.slug_header)
+        forward = (
+            EMPTY_FORWARD
+            if found.keys().isdisjoint(_FORWARD)
+            else {
+                k.decode(): v.decode("latin-1")[:FORWARD_VALUE_LIMIT]
+                for k in _FORWARD
+                if (v := found.get(k)) is not None
+            }
+        )
+        ctx = RequestContext(
+            test_id,
+            test_id,
+            resolve_slug(slug_raw, self.slug) if slug_raw else self.slug or resolve_slug(),
+            demo_from_path(scope.get("path") or "/"),
+            forward,
+        )
+        return ctx, adopted is not None, found
 
-        async def send_wrapper(message: Message) -> None:
-            nonlocal started, finished, disconnected, bytes_sent, sse_events
-            kind = message.get("type")
-            original = message
-            try:
-                message = observe(message)
-            except Exception:  # cvdiag's bookkeeping must never break the response
-                note_internal_error()
-                message = original
-            try:
-                await send(message)
-            except OSError:  # ASGI spec 2.4 servers: the client is gone (the app's own OSErrors are not)
-                disconnected = True
-                raise
-            if kind == "http.response.start":
-                started = True
-            elif kind == "http.response.body":
-                body = message.get("body") or b""
-                bytes_sent += len(body)
-                if body and is_sse:
-                    sse_events += 1
-                if not message.get("more_body", False):
-                    finished = True
 
-        def observe(message: Message) -> Message:
-            """Note what is being sent; return the message to send (with the id echoed)."""
-            nonlocal status, declared_length, is_sse, response_edge, first_byte, sse_sequence
-            kind = message.get("type")
-            if kind == "http.response.start":
-                status = message.get("status", 0)
-                headers = list(message.get("headers") or ())
-                picked = _pick(headers, self._wanted_response)
-                declared_length = _content_length(picked.get(_CONTENT_LENGTH))
-                is_sse = picked.get(_CONTENT_TYPE, b"").startswith(_EVENT_STREAM)
-                response_edge = _edge_headers(picked)
-                if echo is not None and self.test_id_header not in picked:
-                    headers.append(echo)
-                    message = {**message, "headers": headers}
-            elif kind == "http.response.body":
-                body = message.get("body", b"")
-                if body and not first_byte:
-                    first_byte = True
-                    if tier is not Tier.DEFAULT:
-                        emit_edge(
-                            "backend.sse.first_byte",
-                            {"delta_ms_from_ingress": elapsed_ms(start_ns)},
-                            outcome="ok",
-                            duration_ms=None,
-                            edge_headers=response_edge,
-                        )
-                if body and tier is Tier.DEBUG:
-                    emit_edge(
-                        "backend.sse.event",
-                        {
-                            "event_type": _event_type(body) if is_sse else "chunk",
-                            "payload_size_bytes": len(body),
-                            "sequence_num": sse_sequence,
-                        },
-                        outcome="info",
-                        duration_ms=None,
-                        edge_headers=None,
-                    )
-                    sse_sequence += 1
-            return message
+class _Responder:
+    """One observed request: what was sent, whether the client left, and its terminal.
 
-        ended = False
+    The app is served with this object's ``receive`` and ``send``; ``end`` writes the one
+    terminal, from the request's own ``finally`` or from ``InFlight`` when the server
+    shuts down with the request still open.
+    """
 
-        def end(error: BaseException | None, shutdown: bool) -> None:
-            """This request's terminal: from its own ``finally``, or from ``InFlight``
-            when the server shuts down with the request still open; once either way."""
-            nonlocal ended
-            if ended:
-                return
-            ended = True
-            self._terminal(
-                error,
-                start_ns=start_ns,
-                status=status,
-                length=declared_length if declared_length is not None else bytes_sent,
-                bytes_sent=bytes_sent,
-                sse_events=sse_events,
-                started=started,
-                finished=finished,
-                disconnected=disconnected,
-                shutdown=shutdown or (isinstance(error, _CANCELLED) and self._in_flight.is_shutdown(error)),
-                edge=response_edge,
-            )
+    __slots__ = (
+        "bytes_sent",
+        "ctx",
+        "declared_length",
+        "disconnected",
+        "edge",
+        "ended",
+        "finished",
+        "first_byte",
+        "is_sse",
+        "middleware",
+        "server_receive",
+        "server_send",
+        "sse_events",
+        "sse_sequence",
+        "start_ns",
+        "started",
+        "status",
+        "tier",
+    )
 
-        in_flight = self._in_flight
+    def __init__(self, middleware: CvdiagMiddleware, ctx: RequestContext, tier: Tier, start_ns: int) -> None:
+        self.middleware = middleware
+        self.ctx = ctx
+        self.tier = tier
+        self.start_ns = start_ns
+        self.status = 0
+        self.declared_length: int | None = None
+        self.is_sse = False
+        self.edge: Mapping[str, str | None] = NO_EDGE_HEADERS
+        self.started = self.first_byte = self.finished = self.disconnected = self.ended = False
+        self.bytes_sent = self.sse_events = self.sse_sequence = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.server_receive = receive
+        self.server_send = send
+        in_flight = self.middleware._in_flight
         if not in_flight.watched:
             in_flight.watch()
-        in_flight.requests[end] = ctx
+        end = self.end
+        in_flight.requests[end] = self.ctx
         error: BaseException | None = None
         try:
-            await self.app(scope, receive_wrapper, send_wrapper)
+            await self.middleware.app(scope, self.receive, self.send)
         except BaseException as exc:
             error = exc
             raise
@@ -292,51 +266,109 @@ class CvdiagMiddleware:
                 end(error, False)
             except Exception:  # never replace the app's own exception with ours
                 note_internal_error()
-            finally:
-                unbind(tokens)
 
-    @staticmethod
-    def _terminal(
-        error: BaseException | None,
-        *,
-        start_ns: int,
-        status: int,
-        length: int,
-        bytes_sent: int,
-        sse_events: int,
-        started: bool,
-        finished: bool,
-        disconnected: bool,
-        shutdown: bool,
-        edge: Mapping[str, str | None],
-    ) -> None:
+    async def receive(self) -> Message:
+        message = await self.server_receive()
+        if message.get("type") == "http.disconnect" and not self.finished:
+            self.disconnected = True
+        return message
+
+    async def send(self, message: Message) -> None:
+        kind = message.get("type")
+        original = message
+        try:
+            message = self._observe(message)
+        except Exception:  # cvdiag's bookkeeping must never break the response
+            note_internal_error()
+            message = original
+        try:
+            await self.server_send(message)
+        except OSError:  # ASGI spec 2.4 servers: the client is gone (the app's own OSErrors are not)
+            self.disconnected = True
+            raise
+        if kind == "http.response.start":
+            self.started = True
+        elif kind == "http.response.body":
+            body = message.get("body") or b""
+            self.bytes_sent += len(body)
+            if body and self.is_sse:
+                self.sse_events += 1
+            if not message.get("more_body", False):
+                self.finished = True
+
+    def _observe(self, message: Message) -> Message:
+        """Note what is being sent; return the message to send (with the id echoed)."""
+        kind = message.get("type")
+        if kind == "http.response.start":
+            middleware = self.middleware
+            self.status = message.get("status", 0)
+            headers = list(message.get("headers") or ())
+            picked = _pick(headers, middleware._wanted_response)
+            self.declared_length = _content_length(picked.get(_CONTENT_LENGTH))
+            self.is_sse = picked.get(_CONTENT_TYPE, b"").startswith(_EVENT_STREAM)
+            self.edge = _edge_headers(picked)
+            if middleware.echo_test_id and middleware.test_id_header not in picked:
+                headers.append((middleware.test_id_header, self.ctx.test_id.encode()))
+                message = {**message, "headers": headers}
+        elif kind == "http.response.body":
+            body = message.get("body", b"")
+            if body and not self.first_byte:
+                self.first_byte = True
+                if self.tier is not Tier.DEFAULT:
+                    emit_edge(
+                        "backend.sse.first_byte",
+                        {"delta_ms_from_ingress": elapsed_ms(self.start_ns)},
+                        outcome="ok",
+                        duration_ms=None,
+                        edge_headers=self.edge,
+                    )
+            if body and self.tier is Tier.DEBUG:
+                emit_edge(
+                    "backend.sse.event",
+                    {
+                        "event_type": _event_type(body) if self.is_sse else "chunk",
+                        "payload_size_bytes": len(body),
+                        "sequence_num": self.sse_sequence,
+                    },
+                    outcome="info",
+                    duration_ms=None,
+                    edge_headers=None,
+                )
+                self.sse_sequence += 1
+        return message
+
+    def end(self, error: BaseException | None, shutdown: bool) -> None:
         """Exactly one terminal envelope (spec section 8), then error.caught if an
-        exception must be explained."""
-        elapsed = elapsed_ms(start_ns)
+        exception must be explained; a second call does nothing."""
+        if self.ended:
+            return
+        self.ended = True
+        elapsed = elapsed_ms(self.start_ns)
         cancelled = isinstance(error, _CANCELLED)
         # Only the server can say the client left: http.disconnect, its send failing, or
         # Starlette's ClientDisconnect. An OSError of the app's own (a provider dropping
         # its upstream connection) is the app's failure: chunk_error.
-        gone = disconnected or isinstance(error, ClientDisconnect)
-        explain = error is not None and not cancelled and not gone and isinstance(error, Exception)
-        if finished:
+        gone = self.disconnected or isinstance(error, ClientDisconnect)
+        # The app's own exception, which backend.error.caught explains.
+        caught = error if isinstance(error, Exception) and not gone else None
+        if self.finished:
             emit_edge(
                 "backend.response.complete",
                 {
-                    "http_status": status,
-                    "content_length": length,
+                    "http_status": self.status,
+                    "content_length": self.bytes_sent if self.declared_length is None else self.declared_length,
                     "total_duration_ms": elapsed,
-                    "sse_event_count": sse_events,
+                    "sse_event_count": self.sse_events,
                 },
-                outcome="ok" if status < 500 else "err",
+                outcome="ok" if self.status < 500 else "err",
                 duration_ms=elapsed,
-                edge_headers=edge,
+                edge_headers=self.edge,
             )
-        elif explain and not started:
-            _emit_error(error, elapsed)
+        elif caught is not None and not self.started:
+            _emit_error(caught, elapsed)
             return
         else:
-            if shutdown:
+            if shutdown or (isinstance(error, _CANCELLED) and self.middleware._in_flight.is_shutdown(error)):
                 kind = "shutdown"
             elif cancelled:
                 kind = "timeout"
@@ -348,16 +380,10 @@ class CvdiagMiddleware:
                 kind = "fin_premature"
             emit_edge(
                 "backend.sse.aborted",
-                {"termination_kind": kind, "bytes_before_abort": bytes_sent},
+                {"termination_kind": kind, "bytes_before_abort": self.bytes_sent},
                 outcome="err",
                 duration_ms=elapsed,
-                edge_headers=edge,
+                edge_headers=self.edge,
             )
-        if explain:
-            _emit_error(error, elapsed)
-
-
-def _emit_error(error: BaseException | None, elapsed: int) -> None:
-    if error is None:
-        return
-    emit_edge("backend.error.caught", error_metadata(error), outcome="err", duration_ms=elapsed, edge_headers=None)
+        if caught is not None:
+            _emit_error(caught, elapsed)
