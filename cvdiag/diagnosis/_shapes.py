@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from cvdiag.diagnosis._convert import as_float, as_int, as_name
 
@@ -23,15 +23,11 @@ class Shape:
     Tests of one app see the same few sequences of names, so the histogram of each
     test is a list of counts plus a pointer to one of a few shared shapes (a shared
     dict per test would cost more than the rest of its evidence). A shape knows the
-    shape one new name leads to; past ``MAX_REMEMBERED`` new shapes are not remembered,
+    shape one new name leads to; past ``_MAX_SHAPES`` new shapes are not remembered,
     so a log inventing names cannot grow the cache.
     """
 
     __slots__ = ("index", "names", "next")
-
-    MAX_REMEMBERED: ClassVar[int] = 4096
-    #: Shapes remembered so far, by every shape of the process.
-    remembered: ClassVar[int] = 0
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
@@ -40,11 +36,12 @@ class Shape:
 
     def then(self, name: str) -> Shape:
         """The shape of these names followed by ``name``."""
+        global _remembered
         shape = self.next.get(name)
         if shape is None:
             shape = Shape((*self.names, name))
-            if Shape.remembered < Shape.MAX_REMEMBERED:
-                Shape.remembered += 1
+            if _remembered < _MAX_SHAPES:
+                _remembered += 1
                 self.next[name] = shape
         return shape
 
@@ -52,16 +49,23 @@ class Shape:
         return Shape, (self.names,)
 
 
+_MAX_SHAPES = 4096
+# Shapes remembered so far by every shape of the process. A module global, not a class
+# attribute: writing one of those would empty the interpreter's attribute caches of Shape.
+_remembered = 0
+
 #: The shape every test starts from.
 NO_BOUNDARIES = Shape(())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Response:
     """The numbers of the last LLM response (a dict per test would cost five times more).
 
     ``empty`` is True for an ok answer that produced no output (``output_chars`` 0, or a
-    2xx stream of 0 events), whatever token count the provider claimed.
+    2xx stream of 0 events), whatever token count the provider claimed. Never changed
+    once made, but not frozen: a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, and one is made per LLM response.
     """
 
     provider: str | None
