@@ -6,18 +6,23 @@ few scenarios through the real emitter, so an emitter change that breaks diagnos
 
 from __future__ import annotations
 
+import ast
+import graphlib
 import importlib.util
 import json
 import pickle
 import random
 import sys
+import tracemalloc
 from pathlib import Path
 
 import corpus_server
 import pytest
 
+import cvdiag.diagnosis
 from cvdiag.contract.timestamps import parse_ts
 from cvdiag.diagnosis import CLASSES, Diagnosis, Evidence, Thresholds, classify, diagnose
+from cvdiag.diagnosis.rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
@@ -105,6 +110,55 @@ def test_eval_tool_fails_when_a_class_is_missing(tmp_path, capsys):
     assert evaluation.main([str(path)]) == 1
 
 
+# -- the package: its classes, its face, its modules ---------------------------------------------
+
+#: The precedence of the classes as the docs list it (docs/diagnosis.md): the first rule that matches wins.
+PRECEDENCE = (
+    "probe-runner-crash",
+    "edge-interference",
+    "llm-error",
+    "provider-empty",
+    "aimock-fixture-mismatch",
+    "llm-stalled",
+    "llm-slow",
+    "server-error",
+    "stream-error",
+    "client-disconnect",
+    "agent-error",
+    "incomplete",
+    "no-backend",
+    "strict-harness",
+    "frontend-hydration",
+    "ok",
+)
+
+
+def test_classes_are_the_rules_classes_each_once_in_precedence_order():
+    assert [rule.cls for rule in RULES] == list(PRECEDENCE)
+    assert CLASSES == PRECEDENCE
+    assert len(set(CLASSES)) == len(CLASSES)
+
+
+def test_the_package_face_is_the_six_public_names():
+    public = ["CLASSES", "Diagnosis", "Evidence", "Thresholds", "classify", "diagnose"]
+    assert sorted(cvdiag.diagnosis.__all__) == public
+    assert all(getattr(cvdiag.diagnosis, name, None) is not None for name in public)
+
+
+def test_the_diagnosis_modules_import_one_another_without_a_cycle():
+    package = ROOT / "cvdiag" / "diagnosis"
+    graph = {}
+    for path in package.glob("*.py"):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):  # TYPE_CHECKING imports too
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cvdiag.diagnosis."):
+                found.add(node.module.removeprefix("cvdiag.diagnosis."))
+        graph[path.stem] = found
+    assert graph["evidence"] and graph["rules"]  # the walk found the imports it checks
+    assert "rules" not in graph["evidence"]  # the evidence knows nothing of the rules
+    list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
+
+
 # -- properties of the classifier --------------------------------------------------------------
 
 
@@ -158,6 +212,31 @@ def test_evidence_memory_does_not_grow_with_the_number_of_events():
         evidence.add(_envelope(f"backend.custom.b{i}", 1.0, {}))
     assert len(pickle.dumps(evidence)) < small + 4096
     assert len(evidence.summary()["boundaries"]) <= 65
+
+
+def test_an_evidence_costs_under_1_25_kb_on_the_corpus():
+    """The CLI holds one Evidence per test of a log (tens of thousands): each stays small."""
+    records = _records()
+    ids = [f"{n}-{r['name']}" for n in range(5) for r in records]  # the CLI holds the ids anyway
+
+    def fold() -> list[Evidence]:
+        kept = []
+        for test_id, record in zip(ids, records * 5, strict=True):
+            evidence = Evidence(test_id)
+            for env in record["events"]:
+                evidence.add(env)
+            kept.append(evidence)
+        return kept
+
+    fold()  # the caches shared between tests (boundary shapes, interned names) fill once
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = fold()
+        per_test = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert per_test < 1280, f"{per_test:.0f} bytes per Evidence"
 
 
 def test_to_json_has_the_cli_keys_and_serializes():

@@ -1,9 +1,10 @@
 """The diagnosis rules: one small function per class, in precedence order.
 
-A rule reads an ``Evidence`` and returns ``(class, confidence, reason)`` when it
-matches, else None; ``classify`` takes the first match. To add a class, write a rule
-and put it at its place in ``RULES`` (and in ``diagnose.CLASSES``). A rule that needs a
-layer must check the layer is there: a class is never guessed from its absence.
+A rule reads an ``Evidence`` and returns a ``Finding`` (confidence, reason) when it
+matches, else None; ``classify`` takes the first match, and the class is the one the
+rule was declared for. To add a class, write a rule under ``@_rule("the-class")`` and
+put it at its place in ``RULES`` (``CLASSES`` follows). A rule that needs a layer must
+check the layer is there: a class is never guessed from its absence.
 
 Confidence is a fixed prior per rule (how directly the evidence names the cause),
 lowered where the rule has to infer (a cut log, a missing layer, an unexplained
@@ -12,29 +13,34 @@ failure); it is for sorting and display, not a calibrated probability.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
 
-if TYPE_CHECKING:
-    from cvdiag.diagnosis.core import Evidence, Thresholds
+from cvdiag.diagnosis._picks import value_of
+from cvdiag.diagnosis._shapes import LLMFailures
+from cvdiag.diagnosis.evidence import Evidence
+from cvdiag.diagnosis.result import Finding, Thresholds
 
-Verdict = tuple[str, float, str]
-Rule = Callable[["Evidence", "Thresholds", "float | None", dict], "Verdict | None"]
-
-# Browser/page/context crashes, CDP protocol errors and OOM, as Playwright, Puppeteer and
-# Chromium name them. A Chromium net error such as ERR_HTTP2_PROTOCOL_ERROR is a network
-# failure, not a broken harness: the lookbehind keeps ``_protocol_error`` out.
-_RUNNER_CRASH = re.compile(
-    r"(browser|page|context|target|renderer|tab)s?[\W_]*((has[\W_]*been|was|is|got)[\W_]*)?(crash|closed|disconnected)"
-    r"|(?<![a-z0-9_])protocol[ ]?error"
-    r"|out[\W_]*of[\W_]*memory|(?<![a-z])oom(?![a-z])|oomkill",
-)
+#: What a rule tests: the evidence, the thresholds, the end of the log (epoch seconds, or
+#: None) and the evidence's facts, to which it may add the ones it used.
+Match = Callable[[Evidence, Thresholds, float | None, dict], Finding | None]
 
 
-def names_runner_crash(text: str) -> bool:
-    """Does an error class or classifier name a crash of the harness itself?"""
-    return bool(_RUNNER_CRASH.search(text.lower()))
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One class and the test that names it."""
+
+    cls: str
+    match: Match
+
+
+def _rule(cls: str) -> Callable[[Match], Rule]:
+    """Declare the function below as the rule that names ``cls``."""
+
+    def declare(match: Match) -> Rule:
+        return Rule(cls, match)
+
+    return declare
 
 
 def _s(ms: float | None) -> str:
@@ -49,11 +55,6 @@ def _n(count: int | None, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def _v(pick: Any) -> Any:
-    """The value of one of the evidence's picks, None when nothing was offered to it."""
-    return None if pick is None else pick.value
-
-
 def _call(provider: str | None, model: str | None) -> str:
     return f"{provider or '?'}/{model or '?'}"
 
@@ -61,27 +62,28 @@ def _call(provider: str | None, model: str | None) -> str:
 # -- the rules, in precedence order ----------------------------------------------------------
 
 
-def probe_runner_crash(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("probe-runner-crash")
+def probe_runner_crash(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.probe_crash:
         return None
     boundary, text = ev.probe_crash.value
     facts["runner_error"] = text
-    return "probe-runner-crash", 0.95, f"The harness itself broke: {boundary} reported {text!r}."
+    return Finding(0.95, f"The harness itself broke: {boundary} reported {text!r}.")
 
 
-def edge_interference(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("edge-interference")
+def edge_interference(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if ev.edge_mitigated:
         layer, boundary, value = ev.edge_mitigated.value
         facts["edge_cause"] = "block" if value == "block" else "challenge"
-        return "edge-interference", 0.95, f"The edge answered with cf-mitigated: {value} ({layer} layer, {boundary})."
+        return Finding(0.95, f"The edge answered with cf-mitigated: {value} ({layer} layer, {boundary}).")
     # A status the backend itself answered is the app's (e.g. a relayed LLM-provider 429).
     relayed = ev.backend_statuses
     for status, pick in sorted((ev.edge_retry or {}).items()):
         layer, retry_after = pick.value
         if status not in relayed:
             facts["edge_cause"] = "rate-limit"
-            return (
-                "edge-interference",
+            return Finding(
                 0.9,
                 f"The edge answered HTTP {status} with retry-after: {retry_after} ({layer} layer) "
                 f"and the backend never answered {status} itself.",
@@ -92,20 +94,20 @@ def edge_interference(ev: Evidence, th: Thresholds, log_end: float | None, facts
     if ev.edge_proxy:
         layer, via = ev.edge_proxy.value
         facts["edge_cause"] = "proxy"
-        return "edge-interference", 0.7, f"A proxy was in the path (via: {via!r}, {layer} layer) of a failed test."
+        return Finding(0.7, f"A proxy was in the path (via: {via!r}, {layer} layer) of a failed test.")
     rays = ev.distinct_rays()
     if rays:
         layer, first, second = rays
         facts["edge_cause"] = "multiple-cf-rays"
-        return (
-            "edge-interference",
+        return Finding(
             0.7,
             f"The {layer} layer saw more than one cf-ray ({first}, {second}): the edge retried or re-routed it.",
         )
     return None
 
 
-def llm_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("llm-error")
+def llm_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.llm_first_error or ev.llm_recovered():
         return None
     error_class, provider, model, latency = ev.llm_first_error.value
@@ -114,11 +116,11 @@ def llm_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) 
     if failures is None or not failures.statuses:
         after = f" after {_s(latency)}" if latency is not None else ""
         tries = f" ({_n(attempts, 'attempt')})" if attempts > 1 else ""
-        return "llm-error", 0.95, f"LLM call to {_call(provider, model)} failed with {error_class}{after}{tries}."
-    return "llm-error", 0.95, f"LLM call to {_call(provider, model)} failed: {_attempts(ev, failures, attempts)}."
+        return Finding(0.95, f"LLM call to {_call(provider, model)} failed with {error_class}{after}{tries}.")
+    return Finding(0.95, f"LLM call to {_call(provider, model)} failed: {_attempts(ev, failures, attempts)}.")
 
 
-def _attempts(ev: Evidence, failures: Any, attempts: int) -> str:
+def _attempts(ev: Evidence, failures: LLMFailures, attempts: int) -> str:
     """``3 attempts, all HTTP 500 (server_error); retry-after 1.0 s`` from the failed attempts."""
     statuses = failures.statuses
     if len(statuses) == 1 and not failures.no_status:
@@ -135,15 +137,15 @@ def _attempts(ev: Evidence, failures: Any, attempts: int) -> str:
     return f"{_n(attempts, 'attempt')}, {said}{error_type}{retry}"
 
 
-def provider_empty(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("provider-empty")
+def provider_empty(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     last = ev.llm_last_response
     if last is not None and last.empty:
         # The provider said ok and produced nothing: no text, no tool call, whatever tokens it claims.
         tokens = last.completion_tokens if last.completion_tokens is not None else last.response_token_count
         claimed = f" (the provider claimed {tokens} tokens)" if tokens else ""
         what = "0 characters of output" if last.output_chars == 0 else "a stream of 0 events"
-        return (
-            "provider-empty",
+        return Finding(
             0.9,
             f"LLM call to {_call(last.provider, last.model)} answered ok but produced {what}{claimed}.",
         )
@@ -157,15 +159,15 @@ def provider_empty(ev: Evidence, th: Thresholds, log_end: float | None, facts: d
         return None
     tokens = facts["completion_tokens"] if facts["completion_tokens"] is not None else facts["response_token_count"]
     tokens = "null" if tokens is None else tokens
-    return (
-        "provider-empty",
+    return Finding(
         0.9,
         f"LLM call to {_call(facts['llm_provider'], facts['llm_model'])} answered ok with {tokens} tokens "
         f"and the response completed with HTTP {facts['http_status']} and 0 SSE events.",
     )
 
 
-def aimock_fixture_mismatch(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("aimock-fixture-mismatch")
+def aimock_fixture_mismatch(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.layers.get("aimock") or ev.aimock_matched:
         return None
     sent = ev.aimock_bytes.value if ev.aimock_bytes else ev.aimock_chunk_bytes
@@ -174,7 +176,7 @@ def aimock_fixture_mismatch(ev: Evidence, th: Thresholds, log_end: float | None,
     facts["aimock_bytes"] = sent
     why = f"; reject reasons: {ev.aimock_reject.value}" if ev.aimock_reject else ""
     decided = "matched no fixture" if ev.aimock_decisions else "logged no fixture match"
-    return "aimock-fixture-mismatch", 0.9, f"aimock {decided} (fixture_id null{why}) and sent back {sent} bytes."
+    return Finding(0.9, f"aimock {decided} (fixture_id null{why}) and sent back {sent} bytes.")
 
 
 def _server_stopped(ev: Evidence) -> bool:
@@ -186,7 +188,8 @@ def _server_stopped(ev: Evidence) -> bool:
     return bool(ev.aborts and "shutdown" in ev.aborts)
 
 
-def llm_stalled(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("llm-stalled")
+def llm_stalled(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if ev.llm_starts <= ev.llm_responses:
         return None
     if _server_stopped(ev) and ev.llm_alive_at_shutdown(th.slow_s):
@@ -198,20 +201,20 @@ def llm_stalled(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict
     age = facts["open_llm_call_s"]
     started = f"started {age:.1f} s before the log ends" if age is not None else "started"
     beat = f"last heartbeat at {_s(last_beat)}" if last_beat is not None else "no heartbeat"
-    return "llm-stalled", 0.85, f"LLM call to {_call(provider, model)} {started}; {beat}; no response."
+    return Finding(0.85, f"LLM call to {_call(provider, model)} {started}; {beat}; no response.")
 
 
-def llm_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("llm-slow")
+def llm_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     limit_ms = th.slow_s * 1000.0
     limit = f"slow threshold {th.slow_s:g} s"
     if ev.llm_slowest is not None and ev.llm_slowest[0] >= limit_ms:
         latency, provider, model = ev.llm_slowest
-        return "llm-slow", 0.9, f"LLM call to {_call(provider, model)} took {_s(latency)} ({limit})."
+        return Finding(0.9, f"LLM call to {_call(provider, model)} took {_s(latency)} ({limit}).")
     if ev.heartbeat_max is not None and ev.heartbeat_max >= limit_ms:
         provider, model = ev.llm_last_start or (None, None)
         state = "no response" if ev.llm_starts > ev.llm_responses else "it did answer"
-        return (
-            "llm-slow",
+        return Finding(
             0.85,
             f"LLM call to {_call(provider, model)} was still running at {_s(ev.heartbeat_max)} "
             f"by its heartbeats ({limit}); {state}.",
@@ -219,32 +222,34 @@ def llm_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -
     return None
 
 
-def server_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
-    exc, message = _v(ev.error_first) or (None, None)
+@_rule("server-error")
+def server_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    exc, message = value_of(ev.error_first) or (None, None)
     said = f": {message!r}" if message else ""
     if ev.complete_5xx:
         status, _ = ev.complete_5xx.value
         raised = f" after raising {exc}{said}" if exc else ""
-        return "server-error", 0.9, f"The backend answered HTTP {status}{raised}."
+        return Finding(0.9, f"The backend answered HTTP {status}{raised}.")
     if ev.errors and not ev.aborts and not ev.saw_first_byte():
-        return "server-error", 0.9, f"The backend raised {exc} before its response started{said}."
+        return Finding(0.9, f"The backend raised {exc} before its response started{said}.")
     return None
 
 
-def stream_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("stream-error")
+def stream_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.aborts or "chunk_error" not in ev.aborts:
         return None
     sent, duration = ev.abort_first["chunk_error"].value
-    exc, message = _v(ev.error_first) or (None, None)
+    exc, message = value_of(ev.error_first) or (None, None)
     raised = f"; {exc}" + (f": {message!r}" if message else "") if exc else ""
-    return (
-        "stream-error",
+    return Finding(
         0.9,
         f"The stream broke off with chunk_error after {_n(sent, 'byte')} and {_s(duration)}{raised}.",
     )
 
 
-def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("client-disconnect")
+def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     kinds = [k for k in ("rst", "fin_premature", "timeout") if k in (ev.aborts or ())]
     if not kinds:
         return None
@@ -256,28 +261,29 @@ def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts
     llm = ""
     if ev.llm_timeouts:
         llm = "; its LLM call was cancelled"
-    return (
-        "client-disconnect",
+    return Finding(
         0.9,
         f"The client went away ({kind}) {when} the first byte, after {_n(sent, 'byte')} and {_s(duration)}{llm}.",
     )
 
 
-def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("agent-error")
+def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.agent_bad or (ev.agent_bad.value == "cancelled" and _server_stopped(ev)):
         return None
     name = ev.agent_name or "?"
     status = facts["http_status"]
     answered = f"; the response still completed with HTTP {status}" if status is not None else ""
     raised = f", raising {ev.agent_error_class}" if ev.agent_error_class else ""
-    return "agent-error", 0.85, f"Agent {name} exited with terminal_outcome {ev.agent_bad.value}{raised}{answered}."
+    return Finding(0.85, f"Agent {name} exited with terminal_outcome {ev.agent_bad.value}{raised}{answered}.")
 
 
-def incomplete(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("incomplete")
+def incomplete(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.backend_events:
         return None
     if _server_stopped(ev):
-        return _stopped_verdict(ev)
+        return _stopped_finding(ev)
     ended = ev.terminals()
     if ended and ev.ingress <= ended:
         return None
@@ -290,29 +296,28 @@ def incomplete(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
         what = f"{ev.ingress} requests arrived but only {ended} ended"
     else:
         what = f"{_n(ev.backend_events, 'backend event')} but no terminal"
-    return "incomplete", 0.8, f"{what}; the last boundary was {boundary} at {ts}{tail}."
+    return Finding(0.8, f"{what}; the last boundary was {boundary} at {ts}{tail}.")
 
 
-def _stopped_verdict(ev: Evidence) -> Verdict:
+def _stopped_finding(ev: Evidence) -> Finding:
     sent, duration = ev.abort_first["shutdown"].value
     requests = ev.aborts["shutdown"]
     what = "a request" if requests == 1 else f"{requests} requests"
     beats = f"; last heartbeat at {_s(ev.heartbeat_last)}" if ev.heartbeats else ""
     cut = "; its LLM call was cut off" if ev.llm_timeouts or ev.llm_starts > ev.llm_responses else ""
-    return (
-        "incomplete",
+    return Finding(
         0.85,
         f"The server stopped (shutdown) with {what} in flight, after {_n(sent, 'byte')} and {_s(duration)}"
         f"{cut}{beats}.",
     )
 
 
-def no_backend(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("no-backend")
+def no_backend(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     probe = ev.layers.get("probe", 0)
     if not probe or ev.backend_events:
         return None
-    return (
-        "no-backend",
+    return Finding(
         0.75,
         f"The harness logged {probe} events for this id but no backend event carries it: "
         "x-test-id propagation is broken or the request never arrived.",
@@ -322,7 +327,7 @@ def no_backend(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
 def _harness_missed_first_token(ev: Evidence) -> bool:
     if not ev.layers.get("probe") or ev.probe_first_tokens:
         return False
-    exit_ = _v(ev.probe_exit)
+    exit_ = value_of(ev.probe_exit)
     return not (exit_ and exit_[1] is not None)
 
 
@@ -330,48 +335,49 @@ def _backend_streamed(ev: Evidence) -> int:
     return ev.complete_ok_with_events + (ev.sse_events if ev.completes else 0)
 
 
-def strict_harness(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("strict-harness")
+def strict_harness(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.probe_alternate or not _harness_missed_first_token(ev) or not _backend_streamed(ev):
         return None
-    return (
-        "strict-harness",
+    return Finding(
         0.8,
         f"The backend completed with {facts['sse_event_count']} SSE events but the harness saw no first token "
         f"and reported alternate content ({_n(ev.probe_alternate, 'time')}).",
     )
 
 
-def frontend_hydration(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict | None:
+@_rule("frontend-hydration")
+def frontend_hydration(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.probe_console_errors or not _harness_missed_first_token(ev) or not _backend_streamed(ev):
         return None
-    first = _v(ev.probe_console_first)
-    return (
-        "frontend-hydration",
+    first = value_of(ev.probe_console_first)
+    return Finding(
         0.8,
         f"The backend completed with {facts['sse_event_count']} SSE events but the harness saw no first token "
         f"and {_n(ev.probe_console_errors, 'console error')} (first: {first!r}).",
     )
 
 
-def ok(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Verdict:
+@_rule("ok")
+def ok(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding:
     if not ev.events:
-        return "ok", 0.1, "No usable envelope for this test id; nothing to diagnose."
+        return Finding(0.1, "No usable envelope for this test id; nothing to diagnose.")
     status = facts["http_status"]
     recovered = ev.llm_errors if ev.llm_recovered() else 0  # failed attempts a retry made good
     if _failed(ev, recovered):
-        exit_ = _v(ev.probe_exit)
+        exit_ = value_of(ev.probe_exit)
         seen = (
             f"probe.exit {exit_[0]}"
             if exit_ and exit_[0] not in (None, "ok")
             else _n(ev.failures - recovered, "failed envelope")
         )
-        return "ok", 0.4, f"No rule matched although the test shows a failure ({seen}); status {status}."
+        return Finding(0.4, f"No rule matched although the test shows a failure ({seen}); status {status}.")
     if ev.complete_ok_bodiless and not ev.complete_ok_with_events and not ev.sse_events:
         # A 2xx that sent nothing at all is not a healthy answer, even with no rule to name it.
-        return "ok", 0.3, f"No rule matched, but the response completed with HTTP {status} and sent nothing."
+        return Finding(0.3, f"No rule matched, but the response completed with HTTP {status} and sent nothing.")
     answered = f"HTTP {status}" if status is not None else "no backend response in the log"
     retried = f"; {_n(recovered, 'failed LLM attempt')} recovered by a retry" if recovered else ""
-    return "ok", 0.9, f"No failure found ({ev.events} events; {answered}{retried})."
+    return Finding(0.9, f"No failure found ({ev.events} events; {answered}{retried}).")
 
 
 def _failed(ev: Evidence, forgiven: int = 0) -> bool:
@@ -379,7 +385,7 @@ def _failed(ev: Evidence, forgiven: int = 0) -> bool:
 
     ``forgiven`` failed envelopes are not counted (LLM attempts a retry recovered).
     """
-    exit_ = _v(ev.probe_exit)
+    exit_ = value_of(ev.probe_exit)
     return bool(
         ev.failures > forgiven
         or ev.probe_network_errors
@@ -388,7 +394,7 @@ def _failed(ev: Evidence, forgiven: int = 0) -> bool:
     )
 
 
-#: The classifier, in precedence order (``diagnose.CLASSES`` lists the same order).
+#: The classifier, in precedence order: the first rule that matches names the class.
 RULES: tuple[Rule, ...] = (
     probe_runner_crash,
     edge_interference,
@@ -408,4 +414,4 @@ RULES: tuple[Rule, ...] = (
     ok,
 )
 
-__all__ = ["RULES", "Rule", "Verdict", "names_runner_crash"]
+__all__ = ["RULES", "Match", "Rule"]

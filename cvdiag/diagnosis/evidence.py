@@ -1,12 +1,9 @@
-"""Diagnosis: name the root cause of one test's failure from its CVDIAG envelopes.
+"""Evidence: the facts one test's envelopes leave, folded one envelope at a time.
 
-The read side folds every envelope of a test into an ``Evidence`` (a streaming
-accumulator: counters and a few first/last values, never the events themselves, so a
-GB-sized log costs under 2 KB per test id), then ``classify`` runs the rules of
-``diagnose_rules.RULES`` in precedence order and the first that matches names the
-class. Causes deeper in the chain come first: an LLM failure that made the endpoint
-raise is ``llm-error``, not ``server-error``. A rule that needs a layer the log lacks
-does not match, so a class is never guessed.
+An ``Evidence`` is a streaming accumulator: counters and a few first/last values,
+never the envelopes themselves, so a GB-sized log costs about 1.2 KB per test id.
+Each boundary that carries a fact has one small handler; the rest are only counted.
+The rules (``rules.py``) read the folded evidence; this module knows nothing of them.
 
 Pure: no I/O, no clock, no Starlette or structlog (the CLI imports this at start-up).
 """
@@ -14,270 +11,38 @@ Pure: no I/O, no clock, no Starlette or structlog (the CLI imports this at start
 from __future__ import annotations
 
 import math
-import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
+import re
+from collections.abc import Mapping
+from sys import intern
 from typing import Any
 
 from cvdiag.contract.schema import FAILURE_OUTCOMES, LAYERS
 from cvdiag.contract.timestamps import key_seconds, order_key
-from cvdiag.diagnosis.rules import RULES, names_runner_crash
-
-#: Every class ``classify`` can return, in precedence order (the first rule that matches wins).
-CLASSES: tuple[str, ...] = (
-    "probe-runner-crash",
-    "edge-interference",
-    "llm-error",
-    "provider-empty",
-    "aimock-fixture-mismatch",
-    "llm-stalled",
-    "llm-slow",
-    "server-error",
-    "stream-error",
-    "client-disconnect",
-    "agent-error",
-    "incomplete",
-    "no-backend",
-    "strict-harness",
-    "frontend-hydration",
-    "ok",
-)
+from cvdiag.diagnosis._convert import EMPTY, as_float, as_int, as_mapping, as_name, as_text
+from cvdiag.diagnosis._picks import Pick, earlier, earliest, later, latest, value_of
+from cvdiag.diagnosis._shapes import MAX_STATUSES, NO_BOUNDARIES, NO_RESPONSE, LLMFailures, Response
 
 # A histogram of boundary names stays bounded even if a log invents thousands of them.
 _MAX_BOUNDARY_NAMES = 64
 _OTHER_BOUNDARIES = "(other)"
-# Free text kept for a reason sentence (error classes, console messages) is cut here.
-_TEXT_LIMIT = 160
-_MAX_STATUSES = 16
 _MAX_RAYS_PER_LAYER = 4
-
-
-@dataclass(frozen=True, slots=True)
-class Thresholds:
-    """Tunable limits of the rules; the defaults are the documented ones (docs/diagnosis.md)."""
-
-    #: An LLM call whose latency, or whose last heartbeat's elapsed time, reaches this is slow.
-    slow_s: float = 30.0
-    #: aimock with no matching fixture is a mismatch when fewer bytes than this came back.
-    aimock_min_bytes: int = 16
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    """The verdict for one test: a class, how sure, one sentence why, and the facts used."""
-
-    test_id: str
-    cls: str
-    confidence: float
-    reason: str
-    evidence: dict
-
-    def to_json(self) -> dict:
-        return {
-            "test_id": self.test_id,
-            "class": self.cls,
-            "confidence": self.confidence,
-            "reason": self.reason,
-            "evidence": self.evidence,
-        }
-
-
-# -- tolerant field readers: a malformed-but-parsed envelope must never raise -------------
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    return None
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def _text(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value[:_TEXT_LIMIT]
-    return None
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
-
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-# Names repeat across thousands of tests (boundaries, providers, models): one copy each.
-# Interned strings are freed with their last user, so a log inventing names cannot grow this.
-_intern = sys.intern
-
-
-def _name(value: Any) -> str | None:
-    text = _text(value)
-    return None if text is None else _intern(text)
-
 
 _LAYER_NAMES = ("aimock", "backend", "other", "probe")  # sorted, as the summary lists them
 _LAYER_OF = {name: name for name in LAYERS}
 
-
-class _Shape:
-    """The boundary names a test has seen, in order of first sight, shared between tests.
-
-    Tests of one app see the same few sequences of names, so the histogram of each
-    test is a list of counts plus a pointer to one of a few shared shapes (a shared
-    dict per test would cost more than the rest of its evidence). A shape knows the
-    shape one new name leads to; past ``_MAX_SHAPES`` new shapes are not remembered,
-    so a log inventing names cannot grow the cache.
-    """
-
-    __slots__ = ("index", "names", "next")
-
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = names
-        self.index = {name: i for i, name in enumerate(names)}
-        self.next: dict[str, _Shape] = {}
-
-    def then(self, name: str) -> _Shape:
-        shape = self.next.get(name)
-        if shape is None:
-            shape = _Shape((*self.names, name))
-            if _SHAPES[0] < _MAX_SHAPES:
-                _SHAPES[0] += 1
-                self.next[name] = shape
-        return shape
-
-    def __reduce__(self) -> tuple[Any, ...]:  # pickle the names, not the cache behind them
-        return _Shape, (self.names,)
+# Browser/page/context crashes, CDP protocol errors and OOM, as Playwright, Puppeteer and
+# Chromium name them. A Chromium net error such as ERR_HTTP2_PROTOCOL_ERROR is a network
+# failure, not a broken harness: the lookbehind keeps ``_protocol_error`` out.
+_RUNNER_CRASH = re.compile(
+    r"(browser|page|context|target|renderer|tab)s?[\W_]*((has[\W_]*been|was|is|got)[\W_]*)?(crash|closed|disconnected)"
+    r"|(?<![a-z0-9_])protocol[ ]?error"
+    r"|out[\W_]*of[\W_]*memory|(?<![a-z])oom(?![a-z])|oomkill",
+)
 
 
-_MAX_SHAPES = 4096
-_SHAPES = [0]  # shapes remembered so far
-_NO_BOUNDARIES = _Shape(())
-
-
-class _Response:
-    """The numbers of the last LLM response (a dict per test would cost five times more).
-
-    ``empty`` is True for an ok answer that produced no output (``output_chars`` 0, or a
-    2xx stream of 0 events), whatever token count the provider claimed.
-    """
-
-    __slots__ = (
-        "completion_tokens",
-        "empty",
-        "latency_ms",
-        "model",
-        "output_chars",
-        "prompt_tokens",
-        "provider",
-        "response_token_count",
-    )
-
-    def __init__(
-        self, provider: str | None, model: str | None, latency_ms: float | None,
-        response_token_count: int | None, prompt_tokens: int | None, completion_tokens: int | None,
-        output_chars: int | None = None, empty: bool = False,
-    ) -> None:  # fmt: skip
-        self.provider, self.model, self.latency_ms = provider, model, latency_ms
-        self.response_token_count, self.prompt_tokens = response_token_count, prompt_tokens
-        self.completion_tokens, self.output_chars, self.empty = completion_tokens, output_chars, empty
-
-
-_NO_RESPONSE = _Response(None, None, None, None, None, None)
-
-
-class _LLMFailures:
-    """The failed LLM attempts of a test, made only when one failed: how many, with which
-    HTTP statuses, the provider's error type and retry-after, the highest attempt number."""
-
-    __slots__ = ("error_type", "last_key", "max_attempt", "no_status", "retry_after_ms", "statuses")
-
-    def __init__(self) -> None:
-        self.statuses: tuple[int, ...] = ()  # distinct, at most _MAX_STATUSES, in order of arrival
-        self.no_status = 0  # failed attempts without an HTTP error status (transport errors, cut bodies)
-        self.error_type: str | None = None  # the first the provider named
-        self.retry_after_ms: float | None = None
-        self.max_attempt: int | None = None
-        self.last_key: int | None = None
-
-    def add(self, md: Mapping[str, Any], key: int | None) -> None:
-        status = _int(md.get("http_status"))
-        if status is None or status < 400:  # no answer, or a 2xx whose body broke off
-            self.no_status += 1
-        elif status not in self.statuses and len(self.statuses) < _MAX_STATUSES:
-            self.statuses += (status,)
-        self.error_type = self.error_type or _name(md.get("error_type"))
-        retry_after = _num(md.get("retry_after_ms"))
-        if retry_after is not None:
-            self.retry_after_ms = retry_after
-        attempt = _int(md.get("attempt"))
-        if attempt is not None and (self.max_attempt is None or attempt > self.max_attempt):
-            self.max_attempt = attempt
-        if key is not None and (self.last_key is None or key > self.last_key):
-            self.last_key = key
-
-
-class _Pick:
-    """One kept value and its order key (ts, mono_ns); see ``_earliest`` and ``_latest``.
-
-    A test holds a dozen of these, most never offered: the slot stays None until the
-    first offer, so an unused pick costs a pointer, not an object.
-    """
-
-    __slots__ = ("key", "value")
-
-    def __init__(self, key: int | None, value: Any) -> None:
-        self.key, self.value = key, value
-
-    def __bool__(self) -> bool:
-        return self.value is not None
-
-
-# Envelopes arrive in any order (several files merged), so "first" and "last" are decided
-# by the key, not by arrival. A value without a key never displaces one that has a key;
-# among keyless values the first offered stays.
-
-
-def _earliest(pick: _Pick | None, key: int | None, value: Any) -> _Pick:
-    """``pick`` keeping the earlier of what it holds and ``value`` (a new pick if None)."""
-    if pick is None:
-        return _Pick(key, value)
-    if _earlier(pick.value, pick.key, key):
-        pick.key, pick.value = key, value
-    return pick
-
-
-def _latest(pick: _Pick | None, key: int | None, value: Any) -> _Pick:
-    """``pick`` keeping the later of what it holds and ``value`` (a new pick if None)."""
-    if pick is None:
-        return _Pick(key, value)
-    if _later(pick.value, pick.key, key):
-        pick.key, pick.value = key, value
-    return pick
-
-
-def _earlier(held: Any, held_key: int | None, key: int | None) -> bool:
-    """Does an offer at ``key`` replace ``held`` (None: nothing yet) as the earliest?"""
-    return held is None or (key is not None and (held_key is None or key < held_key))
-
-
-def _later(held: Any, held_key: int | None, key: int | None) -> bool:
-    """Does an offer at ``key`` replace ``held`` (None: nothing yet) as the latest?"""
-    return held is None or (key is not None and (held_key is None or key >= held_key))
-
-
-def _value(pick: _Pick | None) -> Any:
-    return None if pick is None else pick.value
+def names_runner_crash(text: str) -> bool:
+    """Does an error class or classifier name a crash of the harness itself?"""
+    return bool(_RUNNER_CRASH.search(text.lower()))
 
 
 class Evidence:
@@ -285,7 +50,7 @@ class Evidence:
 
     Memory stays constant in the number of envelopes: counters, small bounded
     dictionaries and a few first/last values. The CLI holds one per test of a log
-    (tens of thousands), so each costs about 1.7 KB: what most tests never fill costs
+    (tens of thousands), so each costs about 1.2 KB: what most tests never fill costs
     a None slot, what they all fill sits in slots of its own rather than in objects.
     """
 
@@ -376,7 +141,7 @@ class Evidence:
         self.aimock_events = self.backend_events = self.other_events = self.probe_events = 0
         # The boundary histogram: names in a shape shared by the tests that saw the same
         # names in the same order, counts in a list of this test's own.
-        self.boundary_shape = _NO_BOUNDARIES
+        self.boundary_shape = NO_BOUNDARIES
         self.boundary_counts: list[int] = []
         self.boundary_other = 0  # envelopes beyond _MAX_BOUNDARY_NAMES names
         self.failures = 0  # envelopes whose outcome is err or timeout
@@ -392,20 +157,20 @@ class Evidence:
         self.last_backend_ts: str | None = None
         self.last_backend_boundary: str | None = None
         # probe (harness)
-        self.probe_crash: _Pick | None = None  # (boundary, error text)
-        self.probe_exit: _Pick | None = None  # (terminal_outcome, first_token_delta_ms, failure_classifier)
+        self.probe_crash: Pick | None = None  # (boundary, error text)
+        self.probe_exit: Pick | None = None  # (terminal_outcome, first_token_delta_ms, failure_classifier)
         self.probe_first_tokens = 0
         self.probe_alternate = 0
         self.probe_console_errors = 0
-        self.probe_console_first: _Pick | None = None
+        self.probe_console_first: Pick | None = None
         self.probe_network_errors = 0
         # edge
-        self.edge_mitigated: _Pick | None = None  # (layer, boundary, value)
-        self.edge_proxy: _Pick | None = None  # (layer, via)
+        self.edge_mitigated: Pick | None = None  # (layer, boundary, value)
+        self.edge_proxy: Pick | None = None  # (layer, via)
         # The dictionaries and sets below stay None until a test needs one: most never do.
         self.edge_rays: dict[str, dict[str, float]] | None = None  # layer -> earliest few rays
-        self.edge_retry: dict[int, _Pick] | None = None  # status -> first (layer, retry-after)
-        self.backend_statuses: tuple[int, ...] = ()  # distinct, at most _MAX_STATUSES
+        self.edge_retry: dict[int, Pick] | None = None  # status -> first (layer, retry-after)
+        self.backend_statuses: tuple[int, ...] = ()  # distinct, at most MAX_STATUSES
         # LLM
         self.llm_starts = 0
         self.llm_responses = 0
@@ -414,12 +179,12 @@ class Evidence:
         self.llm_ok_zero_tokens = 0  # ok calls that reported 0 tokens explicitly (not null)
         self.llm_errors = 0
         self.llm_timeouts = 0
-        self.llm_first_error: _Pick | None = None  # (error_class, provider, model, latency_ms)
-        self.llm_failures: _LLMFailures | None = None
+        self.llm_first_error: Pick | None = None  # (error_class, provider, model, latency_ms)
+        self.llm_failures: LLMFailures | None = None
         self.llm_last_ok_key: int | None = None
         self.llm_last_start: tuple[str | None, str | None] | None = None  # (provider, model)
         self.llm_last_start_key: int | None = None
-        self.llm_last_response: _Response | None = None
+        self.llm_last_response: Response | None = None
         self.llm_last_response_key: int | None = None
         self.llm_slowest: tuple[float, str, str] | None = None  # (latency_ms, provider, model)
         self.heartbeats = 0
@@ -432,27 +197,27 @@ class Evidence:
         self.first_byte_key: int | None = None
         self.sse_events = 0
         self.aborts: dict[str, int] | None = None
-        self.abort_first: dict[str, _Pick] | None = None  # kind -> (bytes_before_abort, duration_ms)
+        self.abort_first: dict[str, Pick] | None = None  # kind -> (bytes_before_abort, duration_ms)
         self.completes = 0
         self.complete_ok_with_events = 0
         self.complete_ok_empty = 0  # ok completions with 0 SSE events
         self.complete_ok_bodiless = 0  # ... that also sent 0 bytes
         self.completes_5xx = 0
-        self.complete_5xx: _Pick | None = None  # (http_status, total_duration_ms) of the first
+        self.complete_5xx: Pick | None = None  # (http_status, total_duration_ms) of the first
         self.complete_last: tuple[int | None, int | None, float | None] | None = None  # status, events, total ms
         self.complete_last_key: int | None = None
         self.errors = 0
-        self.error_first: _Pick | None = None  # (exception_type, message_scrubbed)
+        self.error_first: Pick | None = None  # (exception_type, message_scrubbed)
         self.agent_name: str | None = None
         self.agent_name_key: int | None = None
-        self.agent_bad: _Pick | None = None  # terminal_outcome error/cancelled
+        self.agent_bad: Pick | None = None  # terminal_outcome error/cancelled
         self.agent_error_class: str | None = None  # of the first agent that exited with an error
         self.agent_exits = 0
         # aimock
         self.aimock_decisions = 0
         self.aimock_matched = 0
-        self.aimock_reject: _Pick | None = None
-        self.aimock_bytes: _Pick | None = None  # total_bytes or bytes_before_abort
+        self.aimock_reject: Pick | None = None
+        self.aimock_bytes: Pick | None = None  # total_bytes or bytes_before_abort
         self.aimock_chunk_bytes = 0
 
     # -- folding ---------------------------------------------------------------------------
@@ -476,7 +241,7 @@ class Evidence:
             if head is not None:
                 handler = _HANDLERS.get(head[0])
                 if handler is not None:
-                    handler(self, _EMPTY, outcome, head[2], _EMPTY)
+                    handler(self, EMPTY, outcome, head[2], EMPTY)
         except Exception:
             self.skipped += 1
 
@@ -493,7 +258,7 @@ class Evidence:
             self.skipped += 1
             return None
         self.events += 1
-        boundary = _intern(boundary)
+        boundary = intern(boundary)
         shape = self.boundary_shape
         index = shape.index.get(boundary)
         if index is not None:
@@ -503,7 +268,7 @@ class Evidence:
             self.boundary_counts = [*self.boundary_counts, 1]  # exact size: append over-allocates
         else:
             self.boundary_other += 1
-        if boundary.startswith("cvdiag."):
+        if boundary.startswith("cvdiag."):  # schema.is_accounting, inlined: this runs for every envelope
             return None  # accounting: counted in the histogram, says nothing about the test
         layer = _LAYER_OF.get(layer) if type(layer) is str else None
         if layer is None:
@@ -543,8 +308,8 @@ class Evidence:
         if head is None:
             return
         boundary, layer, key = head
-        md = _mapping(env.get("metadata"))
-        edge = _mapping(env.get("edge_headers"))
+        md = as_mapping(env.get("metadata"))
+        edge = as_mapping(env.get("edge_headers"))
         # Most envelopes carry no edge header at all: one cheap test skips the edge rules.
         if edge and (edge.get("cf-ray") or edge.get("cf-mitigated") or edge.get("via") or edge.get("retry-after")):
             self._add_edge(layer, boundary, md, edge, key)
@@ -553,29 +318,29 @@ class Evidence:
             handler(self, md, outcome, key, env)
 
     def _add_edge(self, layer: str, boundary: str, md: Mapping, edge: Mapping, key: Any) -> None:
-        mitigated = _text(edge.get("cf-mitigated"))
+        mitigated = as_text(edge.get("cf-mitigated"))
         if mitigated and mitigated.strip().lower() in _MITIGATIONS:
-            self.edge_mitigated = _earliest(self.edge_mitigated, key, (layer, boundary, mitigated.strip().lower()))
-        via = _text(edge.get("via"))
+            self.edge_mitigated = earliest(self.edge_mitigated, key, (layer, boundary, mitigated.strip().lower()))
+        via = as_text(edge.get("via"))
         if via and any(proxy in via.lower() for proxy in _PROXIES):
-            self.edge_proxy = _earliest(self.edge_proxy, key, (layer, via))
-        ray = _text(edge.get("cf-ray"))
+            self.edge_proxy = earliest(self.edge_proxy, key, (layer, via))
+        ray = as_text(edge.get("cf-ray"))
         if ray:
             self._add_ray(layer, ray, key)
-        retry_after = _text(edge.get("retry-after"))
+        retry_after = as_text(edge.get("retry-after"))
         # The backend's own response headers are the app's, even relayed ones (a provider's
         # 429 with its cf-ray): only what reached the harness, or carries edge marks, counts.
         if not retry_after or layer == "backend" or not (ray or via or layer == "probe"):
             return
-        status = _int(md.get(_STATUS_KEYS.get(boundary, "")))
+        status = as_int(md.get(_STATUS_KEYS.get(boundary, "")))
         if status is None or status < 400:
             return
         if self.edge_retry is None:
             self.edge_retry = {}
         pick = self.edge_retry.get(status)
-        if pick is None and len(self.edge_retry) >= _MAX_STATUSES:
+        if pick is None and len(self.edge_retry) >= MAX_STATUSES:
             return
-        self.edge_retry[status] = _earliest(pick, key, (layer, retry_after))
+        self.edge_retry[status] = earliest(pick, key, (layer, retry_after))
 
     def _add_ray(self, layer: str, ray: str, key: int | None) -> None:
         """Keep the few earliest distinct cf-rays per layer, whatever the arrival order."""
@@ -635,10 +400,10 @@ class Evidence:
 
     def summary(self, log_end: float | None = None) -> dict:
         """The JSON-ready evidence: events per layer, boundary histogram, derived numbers."""
-        response = self.llm_last_response or _NO_RESPONSE
+        response = self.llm_last_response or NO_RESPONSE
         complete = self.complete_last or (None, None, None)
         abort_kind, abort_bytes, _ = self.first_abort()
-        error = _value(self.error_first) or (None, None)
+        error = value_of(self.error_first) or (None, None)
         duration_ms = None
         if self.first_key is not None and self.last_key is not None:
             duration_ms = round((key_seconds(self.last_key) - key_seconds(self.first_key)) * 1000.0, 1)
@@ -665,7 +430,7 @@ class Evidence:
             "llm_model": response.model or _at(last_start, 1),
             "llm_latency_ms": response.latency_ms,
             "llm_max_latency_ms": self.llm_slowest[0] if self.llm_slowest else None,
-            "llm_error_class": _at(_value(self.llm_first_error), 0),
+            "llm_error_class": _at(value_of(self.llm_first_error), 0),
             "llm_failed_attempts": self.failed_attempts(),
             "llm_error_statuses": list(self.llm_failures.statuses) if self.llm_failures else [],
             "llm_error_type": self.llm_failures.error_type if self.llm_failures else None,
@@ -681,7 +446,7 @@ class Evidence:
             "termination_kind": abort_kind,
             "bytes_before_abort": abort_bytes,
             "exception_type": error[0],
-            "agent_terminal_outcome": _value(self.agent_bad),
+            "agent_terminal_outcome": value_of(self.agent_bad),
             "agent_error_class": self.agent_error_class,
             "last_boundary": self.last_boundary,
             "last_backend_boundary": self.last_backend_boundary,
@@ -709,7 +474,7 @@ class Evidence:
 
     def first_abort(self) -> tuple[str | None, int | None, float | None]:
         """(termination_kind, bytes_before_abort, duration_ms) of the earliest abort."""
-        best: tuple[str, _Pick] | None = None
+        best: tuple[str, Pick] | None = None
         for kind, pick in (self.abort_first or {}).items():
             if best is None or (pick.key is not None and (best[1].key is None or pick.key < best[1].key)):
                 best = (kind, pick)
@@ -759,17 +524,17 @@ _STATUS_KEYS = {
 
 def _on_probe_error(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.probe_network_errors += 1
-    text = _text(md.get("error_class"))
+    text = as_text(md.get("error_class"))
     if text and names_runner_crash(text):
-        ev.probe_crash = _earliest(ev.probe_crash, key, ("probe.network.error", text))
+        ev.probe_crash = earliest(ev.probe_crash, key, ("probe.network.error", text))
 
 
 def _on_probe_exit(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    classifier = _text(md.get("failure_classifier")) or _text(md.get("error_class"))
+    classifier = as_text(md.get("failure_classifier")) or as_text(md.get("error_class"))
     if classifier and names_runner_crash(classifier):
-        ev.probe_crash = _earliest(ev.probe_crash, key, ("probe.exit", classifier))
-    ev.probe_exit = _latest(
-        ev.probe_exit, key, (_text(md.get("terminal_outcome")), _num(md.get("first_token_delta_ms")), classifier)
+        ev.probe_crash = earliest(ev.probe_crash, key, ("probe.exit", classifier))
+    ev.probe_exit = latest(
+        ev.probe_exit, key, (as_text(md.get("terminal_outcome")), as_float(md.get("first_token_delta_ms")), classifier)
     )
 
 
@@ -783,21 +548,21 @@ def _on_probe_alternate(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: 
 
 def _on_probe_console(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.probe_console_errors += 1
-    ev.probe_console_first = _earliest(ev.probe_console_first, key, _text(md.get("message_scrubbed")) or "")
+    ev.probe_console_first = earliest(ev.probe_console_first, key, as_text(md.get("message_scrubbed")) or "")
 
 
 def _on_llm_start(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.llm_starts += 1
-    if _later(ev.llm_last_start, ev.llm_last_start_key, key):
-        ev.llm_last_start_key, ev.llm_last_start = key, (_name(md.get("provider")), _name(md.get("model")))
+    if later(ev.llm_last_start, ev.llm_last_start_key, key):
+        ev.llm_last_start_key, ev.llm_last_start = key, (as_name(md.get("provider")), as_name(md.get("model")))
 
 
 def _on_llm_heartbeat(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.heartbeats += 1
-    elapsed = _num(md.get("elapsed_ms_since_start"))
+    elapsed = as_float(md.get("elapsed_ms_since_start"))
     if elapsed is None:
         return
-    if _later(ev.heartbeat_last, ev.heartbeat_last_key, key):
+    if later(ev.heartbeat_last, ev.heartbeat_last_key, key):
         ev.heartbeat_last_key, ev.heartbeat_last = key, elapsed
     if ev.heartbeat_max is None or elapsed > ev.heartbeat_max:
         ev.heartbeat_max = elapsed
@@ -805,21 +570,21 @@ def _on_llm_heartbeat(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Ma
 
 def _on_llm_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.llm_responses += 1
-    provider, model = _name(md.get("provider")), _name(md.get("model"))
-    latency = _num(md.get("latency_ms"))
+    provider, model = as_name(md.get("provider")), as_name(md.get("model"))
+    latency = as_float(md.get("latency_ms"))
     if latency is None:
-        latency = _num(env.get("duration_ms"))
-    tokens = _int(md.get("response_token_count"))
-    completion = _int(md.get("completion_tokens"))
-    output = _int(md.get("output_chars"))
+        latency = as_float(env.get("duration_ms"))
+    tokens = as_int(md.get("response_token_count"))
+    completion = as_int(md.get("completion_tokens"))
+    output = as_int(md.get("output_chars"))
     empty = False
     if outcome == "err":
         ev.llm_errors += 1
-        ev.llm_first_error = _earliest(
-            ev.llm_first_error, key, (_text(md.get("error_class")) or "an unnamed error", provider, model, latency)
+        ev.llm_first_error = earliest(
+            ev.llm_first_error, key, (as_text(md.get("error_class")) or "an unnamed error", provider, model, latency)
         )
         if ev.llm_failures is None:
-            ev.llm_failures = _LLMFailures()
+            ev.llm_failures = LLMFailures()
         ev.llm_failures.add(md, key)
     elif outcome == "timeout":
         ev.llm_timeouts += 1
@@ -827,10 +592,10 @@ def _on_llm_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Map
         ev.llm_ok += 1
         if key is not None and (ev.llm_last_ok_key is None or key > ev.llm_last_ok_key):
             ev.llm_last_ok_key = key
-        status = _int(md.get("http_status"))
+        status = as_int(md.get("http_status"))
         # No output is no output, whatever the token count says; so is a 2xx stream of no events.
         empty = output == 0 or (
-            md.get("stream") is True and _int(md.get("chunks")) == 0 and status is not None and 200 <= status < 300
+            md.get("stream") is True and as_int(md.get("chunks")) == 0 and status is not None and 200 <= status < 300
         )
         if empty:
             pass
@@ -842,8 +607,8 @@ def _on_llm_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Map
         candidate = (latency, provider or "?", model or "?")
         if ev.llm_slowest is None or candidate > ev.llm_slowest:
             ev.llm_slowest = candidate
-    response = _Response(provider, model, latency, tokens, _int(md.get("prompt_tokens")), completion, output, empty)
-    if _later(ev.llm_last_response, ev.llm_last_response_key, key):
+    response = Response(provider, model, latency, tokens, as_int(md.get("prompt_tokens")), completion, output, empty)
+    if later(ev.llm_last_response, ev.llm_last_response_key, key):
         ev.llm_last_response_key, ev.llm_last_response = key, response
 
 
@@ -852,8 +617,8 @@ def _on_ingress(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping)
 
 
 def _on_first_byte(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    delta = _num(md.get("delta_ms_from_ingress"))
-    if _earlier(ev.first_byte, ev.first_byte_key, key):
+    delta = as_float(md.get("delta_ms_from_ingress"))
+    if earlier(ev.first_byte, ev.first_byte_key, key):
         ev.first_byte_key, ev.first_byte = key, delta if delta is not None else -1.0
 
 
@@ -862,58 +627,58 @@ def _on_sse_event(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mappin
 
 
 def _on_aborted(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    kind = _intern(_text(md.get("termination_kind")) or "unknown")
+    kind = intern(as_text(md.get("termination_kind")) or "unknown")
     if ev.aborts is None:
         ev.aborts, ev.abort_first = {}, {}
     ev.aborts[kind] = ev.aborts.get(kind, 0) + 1
     pick = ev.abort_first.get(kind)  # type: ignore[union-attr]
-    if pick is None and len(ev.abort_first) >= _MAX_STATUSES:  # type: ignore[arg-type]
+    if pick is None and len(ev.abort_first) >= MAX_STATUSES:  # type: ignore[arg-type]
         return
-    ev.abort_first[kind] = _earliest(pick, key, (_int(md.get("bytes_before_abort")), _num(env.get("duration_ms"))))  # type: ignore[index]
+    ev.abort_first[kind] = earliest(pick, key, (as_int(md.get("bytes_before_abort")), as_float(env.get("duration_ms"))))  # type: ignore[index]
 
 
 def _on_complete(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.completes += 1
-    status = _int(md.get("http_status"))
-    if status is not None and status not in ev.backend_statuses and len(ev.backend_statuses) < _MAX_STATUSES:
+    status = as_int(md.get("http_status"))
+    if status is not None and status not in ev.backend_statuses and len(ev.backend_statuses) < MAX_STATUSES:
         ev.backend_statuses += (status,)
-    events = _int(md.get("sse_event_count"))
-    total = _num(md.get("total_duration_ms"))
+    events = as_int(md.get("sse_event_count"))
+    total = as_float(md.get("total_duration_ms"))
     if total is None:
-        total = _num(env.get("duration_ms"))
+        total = as_float(env.get("duration_ms"))
     if status is not None and status >= 500:
         ev.completes_5xx += 1
-        ev.complete_5xx = _earliest(ev.complete_5xx, key, (status, total))
+        ev.complete_5xx = earliest(ev.complete_5xx, key, (status, total))
     elif outcome == "ok":
         if (events or 0) > 0:
             ev.complete_ok_with_events += 1
         elif events == 0:
             ev.complete_ok_empty += 1
-            if _int(md.get("content_length")) == 0:
+            if as_int(md.get("content_length")) == 0:
                 ev.complete_ok_bodiless += 1
-    if _later(ev.complete_last, ev.complete_last_key, key):
+    if later(ev.complete_last, ev.complete_last_key, key):
         ev.complete_last_key, ev.complete_last = key, (status, events, total)
 
 
 def _on_error(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.errors += 1
-    ev.error_first = _earliest(
-        ev.error_first, key, (_text(md.get("exception_type")) or "an exception", _text(md.get("message_scrubbed")))
+    ev.error_first = earliest(
+        ev.error_first, key, (as_text(md.get("exception_type")) or "an exception", as_text(md.get("message_scrubbed")))
     )
 
 
 def _on_agent_enter(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    if _later(ev.agent_name, ev.agent_name_key, key):
-        ev.agent_name_key, ev.agent_name = key, _name(md.get("agent_name")) or "?"
+    if later(ev.agent_name, ev.agent_name_key, key):
+        ev.agent_name_key, ev.agent_name = key, as_name(md.get("agent_name")) or "?"
 
 
 def _on_agent_exit(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.agent_exits += 1
-    terminal = _text(md.get("terminal_outcome"))
+    terminal = as_text(md.get("terminal_outcome"))
     if terminal in ("error", "cancelled"):
-        if _earlier(ev.agent_bad, ev.agent_bad.key if ev.agent_bad else None, key):
-            ev.agent_error_class = _name(md.get("error_class")) if terminal == "error" else None
-        ev.agent_bad = _earliest(ev.agent_bad, key, terminal)
+        if earlier(ev.agent_bad, ev.agent_bad.key if ev.agent_bad else None, key):
+            ev.agent_error_class = as_name(md.get("error_class")) if terminal == "error" else None
+        ev.agent_bad = earliest(ev.agent_bad, key, terminal)
 
 
 def _on_aimock_decision(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -922,25 +687,25 @@ def _on_aimock_decision(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: 
         ev.aimock_matched += 1
     reasons = md.get("reject_reasons")
     if reasons:
-        ev.aimock_reject = _earliest(
-            ev.aimock_reject, key, _text(reasons if isinstance(reasons, str) else ", ".join(map(str, reasons)))
+        ev.aimock_reject = earliest(
+            ev.aimock_reject, key, as_text(reasons if isinstance(reasons, str) else ", ".join(map(str, reasons)))
         )
 
 
 def _on_aimock_complete(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    total = _int(md.get("total_bytes"))
+    total = as_int(md.get("total_bytes"))
     if total is not None:
-        ev.aimock_bytes = _latest(ev.aimock_bytes, key, total)
+        ev.aimock_bytes = latest(ev.aimock_bytes, key, total)
 
 
 def _on_aimock_aborted(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    sent = _int(md.get("bytes_before_abort"))
+    sent = as_int(md.get("bytes_before_abort"))
     if sent is not None:
-        ev.aimock_bytes = _latest(ev.aimock_bytes, key, sent)
+        ev.aimock_bytes = latest(ev.aimock_bytes, key, sent)
 
 
 def _on_aimock_chunk(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    ev.aimock_chunk_bytes += max(0, _int(md.get("chunk_size_bytes")) or 0)
+    ev.aimock_chunk_bytes += max(0, as_int(md.get("chunk_size_bytes")) or 0)
 
 
 # Handlers that only count: their envelopes teach nothing beyond the head fields.
@@ -968,32 +733,3 @@ _HANDLERS = {
     "aimock.response.aborted": _on_aimock_aborted,
     "aimock.sse.chunk": _on_aimock_chunk,
 }
-
-
-def classify(evidence: Evidence, thresholds: Thresholds = Thresholds(), *, log_end: float | None = None) -> Diagnosis:
-    """The class of one test: the first rule of ``RULES`` that matches. Pure, no I/O.
-
-    ``log_end`` is the epoch time of the last ``ts`` in all inputs; it dates an LLM
-    call that never answered ("started 41.2 s before the log ends"). Without it the
-    test's own last event is used.
-    """
-    facts = evidence.summary(log_end)
-    for rule in RULES:
-        verdict = rule(evidence, thresholds, log_end, facts)
-        if verdict is not None:
-            cls, confidence, reason = verdict
-            return Diagnosis(evidence.test_id, cls, confidence, reason, facts)
-    raise AssertionError("the last rule always matches")  # pragma: no cover
-
-
-def diagnose(
-    envelopes: Iterable[Mapping[str, Any]], thresholds: Thresholds = Thresholds(), *, log_end: float | None = None
-) -> Diagnosis:
-    """Classify one test from its envelopes (any order); the id is taken from the first."""
-    evidence: Evidence | None = None
-    for envelope in envelopes:
-        if evidence is None:
-            test_id = envelope.get("test_id") if isinstance(envelope, Mapping) else None
-            evidence = Evidence(test_id if isinstance(test_id, str) else "")
-        evidence.add(envelope)
-    return classify(evidence or Evidence(""), thresholds, log_end=log_end)

@@ -1,0 +1,63 @@
+"""The first or last of a kind of value, decided by time, whatever the arrival order.
+
+Envelopes arrive in any order (several files merged), so "first" and "last" are decided
+by the order key (``contract.timestamps.order_key``), not by arrival. A value without
+a key never displaces one that has a key; among keyless values the first offered stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+#: Does an offer at a key replace what a pick holds: (held value, held key, key) -> bool.
+_Replaces = Callable[[Any, int | None, int | None], bool]
+
+
+class Pick:
+    """One kept value and its order key; see ``earliest`` and ``latest``.
+
+    A test holds a dozen of these, most never offered: the slot stays None until the
+    first offer, so an unused pick costs a pointer, not an object.
+    """
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: int | None, value: Any) -> None:
+        self.key, self.value = key, value
+
+    def __bool__(self) -> bool:
+        return self.value is not None
+
+
+def earliest(pick: Pick | None, key: int | None, value: Any) -> Pick:
+    """``pick`` keeping the earlier of what it holds and ``value`` (a new pick if None)."""
+    return _offer(pick, key, value, earlier)
+
+
+def latest(pick: Pick | None, key: int | None, value: Any) -> Pick:
+    """``pick`` keeping the later of what it holds and ``value`` (a new pick if None)."""
+    return _offer(pick, key, value, later)
+
+
+def _offer(pick: Pick | None, key: int | None, value: Any, replaces: _Replaces) -> Pick:
+    if pick is None:
+        return Pick(key, value)
+    if replaces(pick.value, pick.key, key):
+        pick.key, pick.value = key, value
+    return pick
+
+
+def earlier(held: Any, held_key: int | None, key: int | None) -> bool:
+    """Does an offer at ``key`` replace ``held`` (None: nothing yet) as the earliest?"""
+    return held is None or (key is not None and (held_key is None or key < held_key))
+
+
+def later(held: Any, held_key: int | None, key: int | None) -> bool:
+    """Does an offer at ``key`` replace ``held`` (None: nothing yet) as the latest?"""
+    return held is None or (key is not None and (held_key is None or key >= held_key))
+
+
+def value_of(pick: Pick | None) -> Any:
+    """The value of a pick, None when nothing was offered to it."""
+    return None if pick is None else pick.value

@@ -1,0 +1,114 @@
+"""Compact parts of an ``Evidence``: what a dict per test would cost several times over.
+
+The CLI holds one ``Evidence`` per test of a log (tens of thousands), so the parts
+most tests fill are small slotted objects, and the part every test of an app fills
+alike (its boundary names) is shared between tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cvdiag.diagnosis._convert import as_float, as_int, as_name
+
+#: Distinct HTTP statuses (and abort kinds) one test keeps; a log inventing more is cut here.
+MAX_STATUSES = 16
+
+
+class Shape:
+    """The boundary names a test has seen, in order of first sight, shared between tests.
+
+    Tests of one app see the same few sequences of names, so the histogram of each
+    test is a list of counts plus a pointer to one of a few shared shapes (a shared
+    dict per test would cost more than the rest of its evidence). A shape knows the
+    shape one new name leads to; past ``_MAX_SHAPES`` new shapes are not remembered,
+    so a log inventing names cannot grow the cache.
+    """
+
+    __slots__ = ("index", "names", "next")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.index = {name: i for i, name in enumerate(names)}
+        self.next: dict[str, Shape] = {}
+
+    def then(self, name: str) -> Shape:
+        """The shape of these names followed by ``name``."""
+        global _remembered
+        shape = self.next.get(name)
+        if shape is None:
+            shape = Shape((*self.names, name))
+            if _remembered < _MAX_SHAPES:
+                _remembered += 1
+                self.next[name] = shape
+        return shape
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickle the names, not the cache behind them
+        return Shape, (self.names,)
+
+
+_MAX_SHAPES = 4096
+# Shapes remembered so far by every shape of the process. A module global, not a class
+# attribute: writing one of those would empty the interpreter's attribute caches of Shape.
+_remembered = 0
+
+#: The shape every test starts from.
+NO_BOUNDARIES = Shape(())
+
+
+@dataclass(slots=True)
+class Response:
+    """The numbers of the last LLM response (a dict per test would cost five times more).
+
+    ``empty`` is True for an ok answer that produced no output (``output_chars`` 0, or a
+    2xx stream of 0 events), whatever token count the provider claimed. Never changed
+    once made, but not frozen: a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, and one is made per LLM response.
+    """
+
+    provider: str | None
+    model: str | None
+    latency_ms: float | None
+    response_token_count: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    output_chars: int | None = None
+    empty: bool = False
+
+
+#: What the evidence reports for a test without an LLM response.
+NO_RESPONSE = Response(None, None, None, None, None, None)
+
+
+class LLMFailures:
+    """The failed LLM attempts of a test, made only when one failed: how many, with which
+    HTTP statuses, the provider's error type and retry-after, the highest attempt number."""
+
+    __slots__ = ("error_type", "last_key", "max_attempt", "no_status", "retry_after_ms", "statuses")
+
+    def __init__(self) -> None:
+        self.statuses: tuple[int, ...] = ()  # distinct, at most MAX_STATUSES, in order of arrival
+        self.no_status = 0  # failed attempts without an HTTP error status (transport errors, cut bodies)
+        self.error_type: str | None = None  # the first the provider named
+        self.retry_after_ms: float | None = None
+        self.max_attempt: int | None = None
+        self.last_key: int | None = None
+
+    def add(self, md: Mapping[str, Any], key: int | None) -> None:
+        """Count one failed attempt from its ``backend.llm.call.response`` metadata."""
+        status = as_int(md.get("http_status"))
+        if status is None or status < 400:  # no answer, or a 2xx whose body broke off
+            self.no_status += 1
+        elif status not in self.statuses and len(self.statuses) < MAX_STATUSES:
+            self.statuses += (status,)
+        self.error_type = self.error_type or as_name(md.get("error_type"))
+        retry_after = as_float(md.get("retry_after_ms"))
+        if retry_after is not None:
+            self.retry_after_ms = retry_after
+        attempt = as_int(md.get("attempt"))
+        if attempt is not None and (self.max_attempt is None or attempt > self.max_attempt):
+            self.max_attempt = attempt
+        if key is not None and (self.last_key is None or key > self.last_key):
+            self.last_key = key
