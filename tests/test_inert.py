@@ -17,7 +17,8 @@ PROBE = textwrap.dedent(
     app = cvdiag.CvdiagMiddleware(Starlette())
     with cvdiag.agent_scope("a"), cvdiag.llm_call("openai", "m", heartbeat_s=0.01):
         cvdiag.emit("backend.agent.enter", {"agent_name": "a"})
-    assert not cvdiag.get_settings().enabled
+    from cvdiag.write.config import get_settings
+    assert not get_settings().enabled
     assert threading.active_count() == 1, threading.enumerate()
     assert logging.getLogger().handlers == handlers_before
     assert logging.getLogger("cvdiag").handlers == []

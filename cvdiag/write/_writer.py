@@ -49,9 +49,7 @@ class Writer:
         self._drop_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self.dropped = 0
-        self.written = 0
-        self.failed = 0
+        self.reset_counts()
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork)
 
@@ -63,6 +61,12 @@ class Writer:
         self._drop_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._thread = None
+
+    def reset_counts(self) -> None:
+        """Lines dropped, written and failed so far: zero (for ``stats()`` after a reset)."""
+        self.dropped = 0
+        self.written = 0
+        self.failed = 0
 
     @property
     def started(self) -> bool:
