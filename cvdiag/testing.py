@@ -71,7 +71,8 @@ def capture(*, settings: config.Settings | None = None, **options: Any) -> Itera
     previous = config.get_settings()
     envelopes: list[dict[str, Any]] = []
     sink = _ListSink(envelopes)
-    emitter.state.writer.flush()  # lines emitted before the block go out without it
+    if not emitter.state.writer.idle:
+        emitter.state.writer.flush()  # lines emitted before the block go out without it
     emitter.add_sink(sink)
     try:
         config.apply_settings(settings if settings is not None else config.build_settings(**CAPTURE_DEFAULTS | options))
