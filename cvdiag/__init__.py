@@ -1,8 +1,8 @@
 """cvdiag: explainable failures for ASGI agent backends.
 
-This file is the whole public API. Names are imported on first use, so that the
-``cvdiag`` command (the read side) starts without Starlette or structlog, and so
-that importing cvdiag with nothing set is inert: no thread, no handler, no output.
+This file lists the calls an application makes. Names are imported on first use, so
+that the ``cvdiag`` command (the read side) starts without Starlette or structlog, and
+so that importing cvdiag with nothing set is inert: no thread, no handler, no output.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ The pytest plugin's ``cvdiag_events`` fixture is built on it.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from cvdiag.write import _llm_capture, config, emitter
+from cvdiag.write import config, emitter
 from cvdiag.write._heartbeat import scheduler
 
 __all__ = ["capture", "reset"]
@@ -92,5 +93,7 @@ def reset() -> None:
     the heartbeat thread. The configuration, the sinks, registered boundaries and LLM
     endpoints and httpx instrumentation stay (undo those with their own calls)."""
     emitter.state.reset()
-    _llm_capture.memory.reset()
+    llm_capture = sys.modules.get("cvdiag.write._llm_capture")
+    if llm_capture is not None:  # not imported: no HTTP call was ever recognised
+        llm_capture.memory.reset()
     scheduler.stop()
