@@ -2,7 +2,9 @@
 
 The steps after the gate are structlog processors run by a private bound logger (the
 host's structlog configuration is never touched); the wrapped "logger" is the queue.
-Nothing starts (no thread) until the first envelope is emitted while enabled.
+Nothing starts (no thread) until the first envelope is emitted while enabled. What
+the path remembers between envelopes is one object, ``state``, which ``reset()``s for
+tests (``cvdiag.testing.reset``).
 """
 
 from __future__ import annotations
