@@ -1,4 +1,4 @@
-"""Capture what the real emitter writes, for tests: a MemorySink on the real writer."""
+"""Capture what the real emitter writes, for tests: ``cvdiag.testing.capture`` with lookups."""
 
 from __future__ import annotations
 
@@ -7,23 +7,22 @@ from contextlib import contextmanager
 from typing import Any
 
 import cvdiag
-from cvdiag.write.config import apply_settings, get_settings
-from cvdiag.write.emitter import add_sink, remove_sink
-from cvdiag.write.sinks import MemorySink
+from cvdiag.contract.schema import is_accounting
+from cvdiag.testing import capture as capture_envelopes
 
 
 class Captured:
-    def __init__(self, sink: MemorySink) -> None:
-        self.sink = sink
+    def __init__(self, envelopes: list[dict[str, Any]]) -> None:
+        self.envelopes = envelopes
 
     def all(self) -> list[dict[str, Any]]:
         """Every envelope so far, accounting lines included."""
         cvdiag.flush()
-        return self.sink.envelopes()
+        return list(self.envelopes)
 
     def events(self) -> list[dict[str, Any]]:
         """The envelopes so far, without cvdiag.* accounting lines."""
-        return [e for e in self.all() if not e["boundary"].startswith("cvdiag.")]
+        return [e for e in self.all() if not is_accounting(e["boundary"])]
 
     def boundaries(self) -> list[str]:
         return [e["boundary"] for e in self.events()]
@@ -40,15 +39,5 @@ class Captured:
 @contextmanager
 def capture(tier: str = "debug", **settings: Any) -> Iterator[Captured]:
     """Enable cvdiag at ``tier`` (label ``test``, stdout off) and capture in memory."""
-    saved = get_settings()
-    sink = MemorySink()
-    add_sink(sink)
-    settings.setdefault("environ", {"CVDIAG_ENV": "test"})
-    settings.setdefault("stdout", False)
-    cvdiag.configure(enabled=True, tier=tier, **settings)
-    try:
-        yield Captured(sink)
-    finally:
-        cvdiag.flush()
-        remove_sink(sink)
-        apply_settings(saved)
+    with capture_envelopes(tier=tier, **settings) as envelopes:
+        yield Captured(envelopes)

@@ -17,7 +17,8 @@ PROBE = textwrap.dedent(
     app = cvdiag.CvdiagMiddleware(Starlette())
     with cvdiag.agent_scope("a"), cvdiag.llm_call("openai", "m", heartbeat_s=0.01):
         cvdiag.emit("backend.agent.enter", {"agent_name": "a"})
-    assert not cvdiag.get_settings().enabled
+    from cvdiag.write.config import get_settings
+    assert not get_settings().enabled
     assert threading.active_count() == 1, threading.enumerate()
     assert logging.getLogger().handlers == handlers_before
     assert logging.getLogger("cvdiag").handlers == []
@@ -80,3 +81,11 @@ def test_disabled_prints_nothing_whatever_else_is_set():
     result = subprocess.run([sys.executable, "-c", SILENT_PROBE], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert (result.stdout, result.stderr) == ("", "")
+
+
+def test_import_loads_the_face_only():
+    """``import cvdiag`` is cheap: its names are imported on first use, not before."""
+    loaded = "sorted(m for m in sys.modules if m.startswith(('cvdiag', 'starlette', 'structlog')))"
+    code = f"import sys, cvdiag; print(*{loaded})"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["cvdiag"], result.stderr

@@ -18,6 +18,7 @@ from llm_server import DATA, LLMServer, Reply, llm_capture_on_fixture, server_fi
 
 import cvdiag
 from cvdiag.read.validate import problems
+from cvdiag.testing import reset
 from cvdiag.write.llm_routes import clear_llm_endpoints, register_llm_endpoint
 from cvdiag.write.propagation import instrument_httpx
 
@@ -214,6 +215,20 @@ def test_openai_sdk_retries_are_each_a_call_with_their_attempt(server):
     ]
     assert [e["outcome"] for e in calls] == ["err", "err", "ok"]
     assert [h.get("x-stainless-retry-count") for _, h in server.requests] == ["0", "1", "2"]
+
+
+def test_a_client_without_a_retry_count_gets_attempts_counted_until_reset(server):
+    """Same test id, path and body after a failure is the next attempt; ``reset()``
+    forgets the failures, so a test that counts attempts starts from 0."""
+    server.plan(CHAT, Reply.json(b'{"error": {"type": "server_error"}}', 500))
+    attempts = []
+    for forget in (False, False, True, False):
+        if forget:
+            reset()
+        with capture("default") as cap, cvdiag.request_context(test_id="retrying"), httpx.Client() as client:
+            client.post(server.url + CHAT, json=BODY)
+        attempts += [_md(e, "attempt") for e in _calls(cap)]
+    assert attempts == [(0,), (1,), (0,), (1,)]
 
 
 def test_rate_limit_429_at_default_tier_writes_the_failed_call_only(server):
@@ -484,7 +499,7 @@ body = llm_capture._observed_types(httpx.Client)[0](object(), lost)
 body.cycle = body  # httpx keeps Response -> stream -> Response: only the cyclic GC frees it
 del body, lost
 gc.disable()
-with llm_capture._failed_lock:  # held while ending a call allocates; the GC may run right here
+with llm_capture.memory.lock:  # held while ending a call allocates; the GC may run right here
     gc.collect()
 next_call = llm_capture.Exchange(route, new_context(), None, 0)
 next_call.start()  # the next call ends the one nobody closed

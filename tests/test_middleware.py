@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 import cvdiag
 from cvdiag.contract.schema import BACKEND_TERMINALS, EDGE_HEADERS, UUID7_RE
-from cvdiag.write.config import apply_settings
+from cvdiag.write.config import apply_settings, get_settings
 
 
 async def _sse(n: int = 3, fail_at: int | None = None) -> AsyncIterator[bytes]:
@@ -210,7 +210,7 @@ def test_scopes_inside_the_stream_generator_carry_the_request_id():
 
 
 def test_disabled_middleware_is_a_pass_through():
-    saved = cvdiag.get_settings()
+    saved = get_settings()
     try:
         cvdiag.configure(enabled=False, environ={})
         with TestClient(make_app()) as client:

@@ -24,7 +24,6 @@ from starlette.testclient import TestClient
 
 from cvdiag.write.context import bind, current_context, new_context, request_context, unbind
 from cvdiag.write.propagation import (
-    copy_context,
     httpx_hooks,
     instrument_httpx,
     is_instrumented,
@@ -348,7 +347,7 @@ def test_one_wrapped_callable_can_run_in_several_threads_at_once():
 def test_copied_context_runs_a_thread_as_the_request(url, instrumented):
     seen: list[dict] = []
     with request_context(test_id="run-56"):
-        ctx = copy_context()
+        ctx = contextvars.copy_context()
 
     def work() -> None:
         with httpx2.Client() as client:

@@ -201,15 +201,15 @@ def test_cvdiag_events_are_this_tests_envelopes_at_debug_tier(pytester: pytest.P
 def test_previous_configuration_is_restored_after_the_tests(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
-        import cvdiag
         from cvdiag.contract.schema import Tier
+        from cvdiag.write.config import configure, get_settings
 
         def test_enabled_at_debug():
-            settings = cvdiag.get_settings()
+            settings = get_settings()
             assert settings.enabled and settings.tier is Tier.DEBUG
 
         def test_reconfigured_inside():
-            cvdiag.configure(enabled=False, tier="default", stdout=False)
+            configure(enabled=False, tier="default", stdout=False)
         """
     )
     before = cvdiag_config.get_settings()
@@ -229,9 +229,10 @@ def test_user_sinks_and_label_stay_as_configured(pytester: pytest.Pytester) -> N
         """
         import cvdiag
         from cvdiag.contract.schema import Tier
+        from cvdiag.write.config import get_settings
 
         def test_user_settings_win():
-            settings = cvdiag.get_settings()
+            settings = get_settings()
             assert settings.enabled
             assert settings.stdout is False and settings.file.endswith("user.ndjson")
             # the user's own label refuses debug; the plugin does not override it
@@ -255,6 +256,7 @@ def test_marker_sets_the_tier_or_turns_capture_off(pytester: pytest.Pytester, in
         import pytest
         from starlette.testclient import TestClient
         import cvdiag
+        from cvdiag.write.config import get_settings
         from inner_app import app
 
         @pytest.mark.cvdiag(tier="verbose")
@@ -270,7 +272,7 @@ def test_marker_sets_the_tier_or_turns_capture_off(pytester: pytest.Pytester, in
             assert cvdiag.current_context().test_id == cvdiag_test_id
             with TestClient(app) as client:
                 assert client.get("/echo").json() == {"x-test-id": cvdiag_test_id}
-            assert not cvdiag.get_settings().enabled
+            assert not get_settings().enabled
             assert len(cvdiag_events) == 0
 
         @pytest.mark.cvdiag(tier="chatty")

@@ -11,6 +11,7 @@ from emitkit import capture
 
 import cvdiag
 from cvdiag.contract.schema import UUID7_RE
+from cvdiag.testing import reset
 
 
 def in_fresh_context(fn, *args):
@@ -194,9 +195,14 @@ def test_concurrent_sync_calls_share_one_heartbeat_thread():
         with cvdiag.request_context(test_id=f"pool-{i}"), cvdiag.llm_call("openai", "m", heartbeat_s=0.02):
             time.sleep(0.1)
 
+    def heartbeat_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "cvdiag-heartbeat"]
+
+    reset()  # stops the heartbeat thread an earlier test started
+    assert heartbeat_threads() == []
     with capture("verbose") as cap, ThreadPoolExecutor(8) as pool:
         list(pool.map(call, range(8)))
-        beating = [t for t in threading.enumerate() if t.name == "cvdiag-heartbeat"]
-    assert len(beating) <= 1
+        beating = heartbeat_threads()
+    assert len(beating) == 1  # started by the first call that wanted beats, shared by all eight
     beats = cap.of("backend.llm.call.heartbeat")
     assert {b["test_id"] for b in beats} == {f"pool-{i}" for i in range(8)}

@@ -26,6 +26,7 @@ from starlette.routing import Mount, Route
 import cvdiag
 from cvdiag.contract.schema import BACKEND_TERMINALS
 from cvdiag.diagnosis import diagnose
+from cvdiag.write.scrubber import scrub
 
 
 async def lookup_user(request: Request) -> JSONResponse:
@@ -174,7 +175,7 @@ def test_any_string_renders_as_one_envelope(text):
         cvdiag.emit("backend.agent.enter", {"agent_name": text, "model_id": None})
     [enter] = captured.events()
     shown = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
-    assert enter["metadata"]["agent_name"] == cvdiag.scrub(shown)
+    assert enter["metadata"]["agent_name"] == scrub(shown)
 
 
 # -- item 6: only the client leaving is a client disconnect ---------------------------------

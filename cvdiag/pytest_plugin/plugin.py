@@ -10,6 +10,7 @@ in-process envelopes and any ``--cvdiag-log`` files.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -18,6 +19,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import orjson
 import pytest
 
 from cvdiag.contract.ids import new_test_id
@@ -27,11 +29,11 @@ from cvdiag.diagnosis import diagnose
 from cvdiag.face.render import printable
 from cvdiag.read import correlate
 from cvdiag.read.reader import InputError, resolve_sources
+from cvdiag.testing import capture
 from cvdiag.write import config as _config
 from cvdiag.write import emitter as _emitter
 from cvdiag.write.context import RequestContext, bind, new_context, unbind
 from cvdiag.write.propagation import instrument_httpx, uninstrument_httpx
-from cvdiag.write.sinks import MemorySink
 
 __all__ = ["CvdiagEvents", "add_log"]
 
@@ -57,7 +59,10 @@ class _TestState:
     ctx: RequestContext
     tokens: Any
     previous: _config.Settings
-    sink: MemorySink | None
+    #: Every envelope written during the test (``cvdiag.testing.capture``); None when disabled.
+    envelopes: list[dict[str, Any]] | None
+    #: Closes the capture: configuration back to ``previous``.
+    capturing: contextlib.ExitStack
     started_ns: int
     failed: bool = False
     skipped: bool = False
@@ -76,19 +81,15 @@ class CvdiagEvents(Sequence[dict[str, Any]]):
     emitted is there. Accounting lines (``cvdiag.*``) are left out.
     """
 
-    def __init__(self, sink: MemorySink | None, test_id: str) -> None:
-        self._sink = sink
+    def __init__(self, envelopes: list[dict[str, Any]] | None, test_id: str) -> None:
+        self._envelopes = envelopes
         self.test_id = test_id
 
     def _load(self) -> list[dict[str, Any]]:
-        if self._sink is None:
+        if self._envelopes is None:
             return []
         _emitter.flush()
-        return [
-            env
-            for env in self._sink.envelopes()
-            if env.get("test_id") == self.test_id and not is_accounting(str(env.get("boundary", "")))
-        ]
+        return _of_test(self._envelopes, self.test_id)
 
     def __getitem__(self, index: Any) -> Any:
         return self._load()[index]
@@ -109,6 +110,13 @@ class CvdiagEvents(Sequence[dict[str, Any]]):
 
     def __repr__(self) -> str:
         return f"CvdiagEvents(test_id={self.test_id!r}, boundaries={self.boundaries()!r})"
+
+
+def _of_test(envelopes: list[dict[str, Any]], test_id: str) -> list[dict[str, Any]]:
+    """The envelopes of one test, without accounting lines."""
+    return [
+        env for env in envelopes if env.get("test_id") == test_id and not is_accounting(str(env.get("boundary", "")))
+    ]
 
 
 def add_log(config: pytest.Config, path: str | os.PathLike[str]) -> None:
@@ -230,10 +238,12 @@ def _begin(item: pytest.Item) -> _TestState:
     except ValueError as exc:
         usage_error = f"@pytest.mark.cvdiag: {exc}"
         settings = dataclasses.replace(previous, enabled=False)
-    sink = MemorySink() if settings.enabled else None
-    if sink is not None:
-        _emitter.add_sink(sink)
-    _config.apply_settings(settings)
+    capturing = contextlib.ExitStack()
+    if settings.enabled:
+        envelopes = capturing.enter_context(capture(settings=settings))
+    else:
+        envelopes = None
+        _config.apply_settings(settings)
     test_id = new_test_id()
     ctx = new_context(test_id=test_id)
     state = _TestState(
@@ -241,7 +251,8 @@ def _begin(item: pytest.Item) -> _TestState:
         ctx=ctx,
         tokens=bind(ctx),
         previous=previous,
-        sink=sink,
+        envelopes=envelopes,
+        capturing=capturing,
         started_ns=time.monotonic_ns(),
         usage_error=usage_error,
     )
@@ -252,12 +263,10 @@ def _begin(item: pytest.Item) -> _TestState:
 
 def _end(state: _TestState) -> None:
     try:
-        _emitter.flush()
+        state.capturing.close()
     except Exception:  # strict mode already reported it in teardown; never break the run here
         pass
     finally:
-        if state.sink is not None:
-            _emitter.remove_sink(state.sink)
         _config.apply_settings(state.previous)
         unbind(state.tokens)
 
@@ -270,10 +279,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         spool = item.config.stash.get(_REPORT, None)
-        if spool is not None and state.sink is not None:
+        if spool is not None and state.envelopes is not None:
             try:
                 _emitter.flush()
-                spool.add(state.test_id, item.nodeid, state.failed, state.sink.lines)
+                spool.add(state.test_id, item.nodeid, state.failed, [orjson.dumps(e) for e in state.envelopes])
             except Exception:  # the report must never break the test run it describes
                 pass
         _end(state)
@@ -405,7 +414,7 @@ def cvdiag_headers(cvdiag_test_id: str) -> dict[str, str]:
 def cvdiag_events(request: pytest.FixtureRequest) -> CvdiagEvents:
     """The in-process envelopes of this test: ``boundaries()``, ``of(name)``, or iterate."""
     state = _state(request)
-    return CvdiagEvents(state.sink, state.test_id)
+    return CvdiagEvents(state.envelopes, state.test_id)
 
 
 # --- the failure report ----------------------------------------------------------------
@@ -473,13 +482,9 @@ def _timeline(entries: list[dict[str, Any]]) -> list[str]:
 
 def _failure_section(config: pytest.Config, state: _TestState) -> str:
     in_process: list[dict[str, Any]] = []
-    if state.sink is not None:
+    if state.envelopes is not None:
         _emitter.flush()
-        in_process = [
-            env
-            for env in state.sink.envelopes()
-            if env.get("test_id") == state.test_id and not is_accounting(str(env.get("boundary", "")))
-        ]
+        in_process = _of_test(state.envelopes, state.test_id)
     logs = config.stash.get(_LOGS, [])
     from_logs, notes, log_end = _log_entries(logs, state.test_id) if logs else ([], [], None)
     envelopes = in_process + [e for e in from_logs if not e.get("_breadcrumb")]

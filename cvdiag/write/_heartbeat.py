@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 #: A beat returns False when its call has closed: it is then dropped from the heap.
 Beat = Callable[[], bool]
+#: How long ``stop`` waits for the thread to see it (a beat in progress finishes first).
+_STOP_WAIT_S = 1.0
 
 
 class HeartbeatScheduler:
@@ -39,11 +41,24 @@ class HeartbeatScheduler:
                 self._thread.start()
             self._cond.notify()
 
+    def stop(self) -> None:
+        """End the thread and drop every beat, so that a test starts with no thread;
+        the next ``add`` starts one afresh."""
+        with self._cond:
+            thread, self._thread = self._thread, None
+            self._heap.clear()
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_STOP_WAIT_S)
+
     def _run(self) -> None:
+        me = threading.current_thread()
         while True:
             with self._cond:
-                while not self._heap or self._heap[0][0] > time.monotonic():
+                while self._thread is me and (not self._heap or self._heap[0][0] > time.monotonic()):
                     self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                if self._thread is not me:  # stopped (and perhaps replaced) meanwhile
+                    return
                 _, _, interval, beat = heapq.heappop(self._heap)
             try:
                 again = beat()
@@ -51,6 +66,8 @@ class HeartbeatScheduler:
                 again = False
             if again:
                 with self._cond:
+                    if self._thread is not me:
+                        return
                     heapq.heappush(self._heap, (time.monotonic() + interval, next(self._order), interval, beat))
 
 

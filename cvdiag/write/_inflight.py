@@ -35,9 +35,6 @@ UNWIND_SECONDS = 0.5
 #: How long shutdown waits for the queue to reach the sinks.
 FLUSH_SECONDS = 2.0
 
-_watched: weakref.WeakSet[InFlight] = weakref.WeakSet()
-_exit_hook: list[bool] = [False]
-
 
 class InFlight:
     """The requests one middleware is serving, and whether its server is stopping.
@@ -122,16 +119,29 @@ async def _drain() -> None:
         await asyncio.to_thread(flush, FLUSH_SECONDS)
 
 
+class _AtExit:
+    """The middlewares whose open requests process exit ends; one ``atexit`` hook for all."""
+
+    __slots__ = ("hooked", "watched")
+
+    def __init__(self) -> None:
+        self.watched: weakref.WeakSet[InFlight] = weakref.WeakSet()
+        self.hooked = False
+
+
+_at_exit_state = _AtExit()
+
+
 def _watch(in_flight: InFlight) -> None:
-    if not _exit_hook[0]:
-        _exit_hook[0] = True
+    if not _at_exit_state.hooked:
+        _at_exit_state.hooked = True
         atexit.register(_at_exit)
-    _watched.add(in_flight)
+    _at_exit_state.watched.add(in_flight)
 
 
 def _at_exit() -> None:
     """Process exit: requests still open get their terminal, then the queue drains."""
-    for in_flight in list(_watched):
+    for in_flight in list(_at_exit_state.watched):
         in_flight.stopping = True
         in_flight.end_all()
     try:

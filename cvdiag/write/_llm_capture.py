@@ -36,15 +36,15 @@ from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, Tier
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write._llm_stream import AnswerReader
 from cvdiag.write.context import RequestContext, bind, current_context, new_context, unbind
-from cvdiag.write.emitter import active_tier, counters, emit, is_enabled, note_internal_error
+from cvdiag.write.emitter import active_tier, count_internal_error, emit, is_enabled, note_internal_error
 from cvdiag.write.llm_routes import LLMRoute, recognise
 from cvdiag.write.scopes import LLMCall, current_llm_call
 from cvdiag.write.scrubber import scrub_clipped
 
 __all__ = ["Exchange", "begin", "send_async", "send_sync", "set_heartbeat_s"]
 
-#: Seconds between heartbeats of an open call (verbose tier and up).
-_heartbeat_s = [10.0]
+#: Seconds between heartbeats of an open call (verbose tier and up), unless set.
+DEFAULT_HEARTBEAT_S = 10.0
 _CANCELLED = (asyncio.CancelledError, GeneratorExit)
 _RETRY_HEADER = "x-stainless-retry-count"
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id")
@@ -55,13 +55,56 @@ _ERROR_BODY_MAX = 1 << 16
 _ERROR_BODY_WAIT_S = 1.0
 #: Attempts are counted per (test id, path, body) when the client sends no retry count.
 _RETRY_MEMORY = 256
-_failed_before: OrderedDict[tuple[str, str, int], int] = OrderedDict()
-_failed_lock = threading.Lock()
+
+#: A retry key: (test id, path, hash of the body).
+RetryKey = tuple[str, str, int]
+
+
+class _Memory:
+    """What HTTP-recognised calls keep between calls, in one place, so that ``reset()``
+    can make a test start from nothing remembered."""
+
+    __slots__ = ("failed_before", "heartbeat_s", "let_go_later", "lock")
+
+    def __init__(self) -> None:
+        self.heartbeat_s = DEFAULT_HEARTBEAT_S
+        #: retry key -> failed attempts so far, oldest key first (at most _RETRY_MEMORY).
+        self.failed_before: OrderedDict[RetryKey, int] = OrderedDict()
+        self.lock = threading.Lock()
+        #: Exchanges whose bodies the garbage collector found unclosed (see ``_let_go``).
+        self.let_go_later: deque[Exchange] = deque()
+
+    def reset(self) -> None:
+        """End the calls the collector let go, forget failed attempts, default heartbeats."""
+        _end_let_go()
+        with self.lock:
+            self.failed_before.clear()
+        self.heartbeat_s = DEFAULT_HEARTBEAT_S
+
+    def attempt(self, key: RetryKey) -> int:
+        """How many attempts of this request failed before (0 for the first)."""
+        with self.lock:
+            return self.failed_before.get(key, 0)
+
+    def count(self, key: RetryKey, outcome: str, attempt: int) -> None:
+        """Remember a failed attempt (the next one is ``attempt + 1``); forget on success."""
+        failed = self.failed_before
+        with self.lock:
+            if outcome == "ok":
+                failed.pop(key, None)
+                return
+            failed[key] = attempt + 1
+            failed.move_to_end(key)
+            while len(failed) > _RETRY_MEMORY:
+                failed.popitem(last=False)
+
+
+memory = _Memory()
 
 
 def set_heartbeat_s(seconds: float) -> None:
     """Heartbeat interval of HTTP-recognised calls (0 turns their heartbeats off)."""
-    _heartbeat_s[0] = float(seconds)
+    memory.heartbeat_s = float(seconds)
 
 
 def _text(value: str | None) -> str | None:
@@ -136,7 +179,7 @@ class Exchange:
         self.retry_after_ms: int | None = None
         self.request_id: str | None = None
         self.reader: AnswerReader | None = None
-        self._retry_key: tuple[str, str, int] | None = None
+        self._retry_key: RetryKey | None = None
         self._done = False
         self._error_bytes = 0
         self._lock = threading.Lock()
@@ -163,8 +206,9 @@ class Exchange:
             },
         )
         tier = active_tier(self.ctx.slug)
-        if tier is not None and tier >= Tier.VERBOSE and _heartbeat_s[0] > 0:
-            scheduler.add(_heartbeat_s[0], functools.partial(_beat, weakref.ref(self)))
+        heartbeat_s = memory.heartbeat_s
+        if tier is not None and tier >= Tier.VERBOSE and heartbeat_s > 0:
+            scheduler.add(heartbeat_s, functools.partial(_beat, weakref.ref(self)))
 
     def beat(self) -> bool:
         with self._lock:
@@ -309,17 +353,8 @@ class Exchange:
         }
 
     def _count_attempt(self, outcome: str) -> None:
-        key = self._retry_key
-        if key is None:
-            return
-        with _failed_lock:
-            if outcome == "ok":
-                _failed_before.pop(key, None)
-                return
-            _failed_before[key] = self.attempt + 1
-            _failed_before.move_to_end(key)
-            while len(_failed_before) > _RETRY_MEMORY:
-                _failed_before.popitem(last=False)
+        if self._retry_key is not None:
+            memory.count(self._retry_key, outcome, self.attempt)
 
 
 def _beat(ref: weakref.ref[Exchange]) -> bool:
@@ -337,8 +372,7 @@ def _attempt(request: Any, test_id: str, path: str, content: bytes | None) -> tu
         except ValueError:
             pass
     key = (test_id, path, hash(content))
-    with _failed_lock:
-        return _failed_before.get(key, 0), key
+    return memory.attempt(key), key
 
 
 def _content(request: Any) -> bytes | None:
@@ -498,24 +532,22 @@ class _ObservedAsync:
 # allocation on any thread, possibly one holding a lock that ending a call takes, or
 # during interpreter shutdown: ``__del__`` only queues the exchange (a deque append is
 # atomic and takes no lock) and the next call's start or end, or a heartbeat, ends it.
-_let_go_later: deque[Exchange] = deque()
-
-
 def _let_go(stream: Any) -> None:
     exchange = stream.__dict__.get("_exchange")
     if exchange is not None and not exchange._done and not sys.is_finalizing():
-        _let_go_later.append(exchange)
+        memory.let_go_later.append(exchange)
 
 
 def _end_let_go() -> None:
     """End the calls whose bodies were collected unclosed. Never raises."""
-    while _let_go_later:
+    let_go_later = memory.let_go_later
+    while let_go_later:
         try:
-            _let_go_later.popleft().abandoned()
+            let_go_later.popleft().abandoned()
         except IndexError:  # another thread took the last one
             return
         except Exception:
-            counters.internal_errors += 1
+            count_internal_error()
 
 
 _observed_cache: dict[str, tuple[type, type]] = {}

@@ -49,9 +49,8 @@ class Writer:
         self._drop_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self.dropped = 0
-        self.written = 0
-        self.failed = 0
+        self._writing = False
+        self.reset_counts()
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork)
 
@@ -63,10 +62,22 @@ class Writer:
         self._drop_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._thread = None
+        self._writing = False
+
+    def reset_counts(self) -> None:
+        """Lines dropped, written and failed so far: zero (for ``stats()`` after a reset)."""
+        self.dropped = 0
+        self.written = 0
+        self.failed = 0
 
     @property
     def started(self) -> bool:
         return self._thread is not None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and no batch being written: a sink added now misses no earlier line."""
+        return not self._queue and not self._writing
 
     def put(self, line: bytes, maxlen: int) -> None:
         """Enqueue without blocking; drop the oldest line when ``maxlen`` are waiting."""
@@ -116,6 +127,7 @@ class Writer:
             if len(queue) < _BATCH:
                 time.sleep(_COALESCE_SECONDS)
             self._wake.clear()
+            self._writing = True
             while queue:
                 batch: list[bytes] = []
                 barriers: list[_Barrier] = []
@@ -132,6 +144,7 @@ class Writer:
                     self._write(batch)
                 for barrier in barriers:
                     barrier.event.set()
+            self._writing = False
             with contextlib.suppress(Exception):  # reporting drops must not kill the writer
                 self._on_idle()
 

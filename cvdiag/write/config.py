@@ -175,6 +175,10 @@ class _Current:
     __slots__ = ("debug_count", "settings")
 
     def __init__(self, settings: Settings) -> None:
+        self.reset(settings)
+
+    def reset(self, settings: Settings) -> None:
+        """Make ``settings`` active with a fresh debug budget."""
         self.settings = settings
         self.debug_count = 0
 
@@ -189,8 +193,7 @@ def get_settings() -> Settings:
 
 def apply_settings(settings: Settings) -> Settings:
     """Make ``settings`` the active configuration exactly (e.g. to restore a saved one)."""
-    _current.settings = settings
-    _current.debug_count = 0
+    _current.reset(settings)
     set_default_slug(settings.slug)
     return settings
 

@@ -37,8 +37,17 @@ class RequestContext:
 
 _current: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar("cvdiag_request", default=None)
 
-#: The slug an application configured (middleware ``slug=`` or ``configure``); see ``resolve_slug``.
-_default_slug: list[str | None] = [None]
+
+class _Default:
+    """The slug an application configured (``configure(slug=)``); see ``resolve_slug``."""
+
+    __slots__ = ("slug",)
+
+    def __init__(self) -> None:
+        self.slug: str | None = None
+
+
+_default = _Default()
 
 
 def current_context() -> RequestContext | None:
@@ -47,7 +56,7 @@ def current_context() -> RequestContext | None:
 
 
 def set_default_slug(slug: str | None) -> None:
-    _default_slug[0] = sanitize_slug(slug) if slug else None
+    _default.slug = sanitize_slug(slug) if slug else None
 
 
 def resolve_slug(*candidates: str | bytes | None) -> str:
@@ -56,7 +65,7 @@ def resolve_slug(*candidates: str | bytes | None) -> str:
         slug = sanitize_slug(candidate)
         if slug:
             return slug
-    return _default_slug[0] or "unknown"
+    return _default.slug or "unknown"
 
 
 def new_context(

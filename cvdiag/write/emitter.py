@@ -2,7 +2,9 @@
 
 The steps after the gate are structlog processors run by a private bound logger (the
 host's structlog configuration is never touched); the wrapped "logger" is the queue.
-Nothing starts (no thread) until the first envelope is emitted while enabled.
+Nothing starts (no thread) until the first envelope is emitted while enabled. What
+the path remembers between envelopes is one object, ``state``, which ``reset()``s for
+tests (``cvdiag.testing.reset``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ class Counters:
     )
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self.emitted = 0
         self.internal_errors = 0
         self.metadata_dropped = 0
@@ -67,65 +72,120 @@ class Counters:
         self.unknown_boundaries = 0
 
 
-counters = Counters()
-_warned_unknown: set[str] = set()
-_reported_drops: set[tuple[str, str]] = set()
-_pending_error: list[BaseException] = []
-_extra_sinks: list[Sink] = []
-_stdout_sink = StdoutSink()
-_file_sinks: dict[str, FileSink] = {}
-_process_test_id: list[str] = []
+class _Sinks:
+    """Where the writer writes: the configured stdout and file sinks, then ``add_sink``'s.
+
+    Host configuration, not memory: ``_EmitterState.reset`` leaves it alone (a test
+    runner's own sink must outlive a test that resets).
+    """
+
+    __slots__ = ("extra", "files", "stdout")
+
+    def __init__(self) -> None:
+        self.extra: list[Sink] = []
+        self.stdout = StdoutSink()
+        self.files: dict[str, FileSink] = {}
+
+    def active(self) -> list[Sink]:
+        s = config.get_settings()
+        sinks: list[Sink] = []
+        if s.stdout:
+            sinks.append(self.stdout)
+        if s.file:
+            sink = self.files.get(s.file)
+            if sink is None:
+                sink = self.files[s.file] = FileSink(s.file)
+            sinks.append(sink)
+        sinks.extend(self.extra)
+        return sinks
 
 
-def _active_sinks() -> list[Sink]:
-    s = config.get_settings()
-    sinks: list[Sink] = []
-    if s.stdout:
-        sinks.append(_stdout_sink)
-    if s.file:
-        sink = _file_sinks.get(s.file)
-        if sink is None:
-            sink = _file_sinks[s.file] = FileSink(s.file)
-        sinks.append(sink)
-    sinks.extend(_extra_sinks)
-    return sinks
+class _EmitterState:
+    """What the emit path remembers between envelopes, in one place (like structlog's
+    ``_CONFIG``), so that ``reset()`` can make a test start from nothing remembered."""
+
+    __slots__ = (
+        "counters",
+        "drops_lock",
+        "drops_reported",
+        "pending_errors",
+        "process_test_id",
+        "reported_drops",
+        "sensitive_boundaries",
+        "warned_unknown",
+        "writer",
+    )
+
+    def __init__(self) -> None:
+        self.counters = Counters()
+        self.writer = Writer(_sinks.active, _on_sink_error, on_idle=lambda: _report_drops())
+        #: Sink errors kept for strict mode to raise on the next ``emit`` or ``flush``.
+        self.pending_errors: list[BaseException] = []
+        #: Unregistered boundary names already warned about (at most 1,000).
+        self.warned_unknown: set[str] = set()
+        #: (boundary, key) pairs already reported by ``cvdiag.metadata_dropped``.
+        self.reported_drops: set[tuple[str, str]] = set()
+        #: boundary name -> does its metadata declare a sensitive key name.
+        self.sensitive_boundaries: dict[str, bool] = {}
+        #: The test id of accounting lines written outside any request.
+        self.process_test_id: str | None = None
+        self.drops_lock = threading.Lock()
+        #: ``writer.dropped`` as of the last ``cvdiag.queue_dropped`` envelope.
+        self.drops_reported = 0
+
+    def reset(self) -> None:
+        """Forget everything above: counters at zero, every once-per-process report due
+        again, no pending strict-mode error, a new process test id. What is queued is
+        written first; the writer thread, the settings and the sinks stay."""
+        self.writer.flush()
+        with self.drops_lock:
+            self.writer.reset_counts()
+            self.drops_reported = 0
+        self.counters.reset()
+        self.pending_errors.clear()
+        self.warned_unknown.clear()
+        self.reported_drops.clear()
+        self.sensitive_boundaries.clear()
+        self.process_test_id = None
 
 
 def _on_sink_error(exc: BaseException) -> None:
-    counters.sink_errors += 1
+    state.counters.sink_errors += 1
     if config.get_settings().strict:
-        _pending_error.append(exc)
+        state.pending_errors.append(exc)
 
 
-_writer = Writer(_active_sinks, _on_sink_error, on_idle=lambda: _report_drops())
+_sinks = _Sinks()
+state = _EmitterState()
 
 
 def add_sink(sink: Sink) -> None:
     """Attach an extra sink on top of the configured stdout and file sinks."""
-    if sink not in _extra_sinks:
-        _extra_sinks.append(sink)
+    if sink not in _sinks.extra:
+        _sinks.extra.append(sink)
 
 
 def remove_sink(sink: Sink) -> None:
-    if sink in _extra_sinks:
-        _extra_sinks.remove(sink)
+    if sink in _sinks.extra:
+        _sinks.extra.remove(sink)
 
 
 def flush(timeout: float = 5.0) -> bool:
     """Block until everything emitted so far is written; False if ``timeout`` ran out."""
     _report_drops()
-    done = _writer.flush(timeout)
+    done = state.writer.flush(timeout)
     _raise_pending()
     return done
 
 
 def stats() -> dict[str, int]:
     """Counts of what was emitted, dropped, truncated or failed, for this process."""
+    counters, writer = state.counters, state.writer
     return {
         "emitted": counters.emitted,
-        "written": _writer.written,
-        "write_failed": _writer.failed,
-        "queue_dropped": _writer.dropped,
+        "written": writer.written,
+        "write_failed": writer.failed,
+        "queue_dropped": writer.dropped,
         "sink_errors": counters.sink_errors,
         "internal_errors": counters.internal_errors,
         "unknown_boundaries": counters.unknown_boundaries,
@@ -139,15 +199,22 @@ def note_internal_error() -> None:
 
     Call from an ``except`` block: the host goes on as if cvdiag were not there.
     """
-    counters.internal_errors += 1
+    state.counters.internal_errors += 1
     if config.get_settings().strict:
         raise
 
 
+def count_internal_error() -> None:
+    """Count a failure of cvdiag's own where nothing may raise, even in strict mode
+    (clean-up that a heartbeat or the next call does for another)."""
+    state.counters.internal_errors += 1
+
+
 def _raise_pending() -> None:
-    if _pending_error:
-        exc = _pending_error.pop(0)
-        _pending_error.clear()
+    pending = state.pending_errors
+    if pending:
+        exc = pending.pop(0)
+        pending.clear()
         raise CvdiagError(f"cvdiag sink failed: {type(exc).__name__}: {exc}") from exc
 
 
@@ -188,22 +255,23 @@ def drop_unknown_metadata(_logger: Any, _name: str, event: dict[str, Any]) -> di
     if unknown:
         envelope["metadata"] = {k: v for k, v in metadata.items() if k in boundary.metadata}
         envelope["_metadata_dropped"] = True
-        counters.metadata_dropped += 1
-        new = sorted(str(k) for k in unknown if (boundary.name, str(k)) not in _reported_drops)
+        state.counters.metadata_dropped += 1
+        reported = state.reported_drops
+        new = sorted(str(k) for k in unknown if (boundary.name, str(k)) not in reported)
         if new:
-            _reported_drops.update((boundary.name, k) for k in new)
+            reported.update((boundary.name, k) for k in new)
             event["report_drop"] = new
     return event
 
 
 _PLAIN = frozenset({int, float, bool, type(None)})
-_sensitive_boundaries: dict[str, bool] = {}
 
 
 def _has_sensitive_key(boundary: Boundary) -> bool:
-    found = _sensitive_boundaries.get(boundary.name)
+    known = state.sensitive_boundaries
+    found = known.get(boundary.name)
     if found is None:
-        found = _sensitive_boundaries[boundary.name] = any(map(is_sensitive_key, boundary.metadata or ()))
+        found = known[boundary.name] = any(map(is_sensitive_key, boundary.metadata or ()))
     return found
 
 
@@ -246,7 +314,7 @@ def render_within_cap(_logger: Any, _name: str, event: dict[str, Any]) -> bytes:
     envelope = event["envelope"]
     line = render_capped(envelope, event["cap"])
     if envelope["_truncated"]:
-        counters.truncated += 1
+        state.counters.truncated += 1
     report = event.get("report_drop")
     if report:
         emit("cvdiag.metadata_dropped", {"boundary": envelope["boundary"], "keys": report})
@@ -256,15 +324,21 @@ def render_within_cap(_logger: Any, _name: str, event: dict[str, Any]) -> bytes:
 class _QueueLogger:
     """The 'logger' at the end of the pipeline: hands the rendered line to the writer."""
 
+    __slots__ = ("counters", "writer")
+
+    def __init__(self, writer: Writer, counters: Counters) -> None:
+        self.writer = writer
+        self.counters = counters
+
     def envelope(self, line: bytes) -> None:
-        _writer.put(line, config.get_settings().queue_size)
-        counters.emitted += 1
+        self.writer.put(line, config.get_settings().queue_size)
+        self.counters.emitted += 1
 
     def accounting(self, line: bytes) -> None:
         """Accounting lines may exceed the bound by one: a report of lost lines must
         not itself push out another line."""
-        _writer.put(line, config.get_settings().queue_size + 1)
-        counters.emitted += 1
+        self.writer.put(line, config.get_settings().queue_size + 1)
+        self.counters.emitted += 1
 
 
 class _EnvelopeLogger(structlog.BoundLoggerBase):
@@ -274,18 +348,20 @@ class _EnvelopeLogger(structlog.BoundLoggerBase):
 
 
 PROCESSORS = [drop_unknown_metadata, scrub_values, render_within_cap]
-_pipeline = _EnvelopeLogger(_QueueLogger(), PROCESSORS, {})
+# The writer and counters live as long as the process: ``reset`` clears them in place.
+_pipeline = _EnvelopeLogger(_QueueLogger(state.writer, state.counters), PROCESSORS, {})
 
 
 # --- the gate and the call --------------------------------------------------------
 
 
 def _unknown(name: str, strict: bool) -> None:
-    counters.unknown_boundaries += 1
+    state.counters.unknown_boundaries += 1
     if strict:
         raise CvdiagError(f"cvdiag: unregistered boundary {name!r}")
-    if name not in _warned_unknown and len(_warned_unknown) < 1000:
-        _warned_unknown.add(name)
+    warned = state.warned_unknown
+    if name not in warned and len(warned) < 1000:
+        warned.add(name)
         log.warning("cvdiag: unregistered boundary %r was not emitted (register_boundary() it first)", str(name)[:128])
 
 
@@ -344,7 +420,7 @@ def _emit(
     duration_ms: int | None,
     edge_headers: Mapping[str, str | None] | None,
 ) -> None:
-    if _pending_error and settings.strict:
+    if settings.strict and state.pending_errors:
         _raise_pending()
     boundary = lookup(name)
     if boundary is None:
@@ -364,9 +440,9 @@ def _emit(
     if ctx is not None:
         test_id, trace_id, demo = ctx.test_id, ctx.trace_id, ctx.demo
     elif accounting:
-        if not _process_test_id:
-            _process_test_id.append(new_test_id())
-        test_id = trace_id = _process_test_id[0]
+        if state.process_test_id is None:
+            state.process_test_id = new_test_id()
+        test_id = trace_id = state.process_test_id
         demo = "default"
     else:
         test_id = trace_id = new_test_id()
@@ -396,23 +472,19 @@ def _emit(
     _pipeline.envelope(envelope, boundary, ENVELOPE_CAP_BYTES[settings.tier])
 
 
-_drops_lock = threading.Lock()
-_drops_reported = [0]
-
-
 def _report_drops() -> None:
     """Turn lines the full queue dropped into one ``cvdiag.queue_dropped`` envelope.
 
     Called by the writer when it has drained the queue (the overflow is over) and by
     ``flush``, so one overflow episode gives one envelope, not one per lost line.
     """
-    dropped = _writer.dropped
-    if dropped == _drops_reported[0] or not _drops_lock.acquire(blocking=False):
+    dropped = state.writer.dropped
+    if dropped == state.drops_reported or not state.drops_lock.acquire(blocking=False):
         return
     try:
-        new = dropped - _drops_reported[0]
-        _drops_reported[0] = dropped
+        new = dropped - state.drops_reported
+        state.drops_reported = dropped
     finally:
-        _drops_lock.release()
+        state.drops_lock.release()
     if new > 0:
         emit("cvdiag.queue_dropped", {"_dropped_count": new})

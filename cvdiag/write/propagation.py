@@ -35,7 +35,6 @@ from cvdiag.write.config import get_settings
 from cvdiag.write.context import RequestContext, current_context
 
 __all__ = [
-    "copy_context",
     "httpx_hooks",
     "instrument_httpx",
     "is_instrumented",
@@ -55,12 +54,23 @@ _FORWARDED: tuple[str, ...] = tuple(h for h in OUTBOUND_ALLOW_LIST if h not in (
 _UNKNOWN_SLUG = "unknown"
 _MARK = "__cvdiag_original__"
 
-# (class, original send) for every class wrapped by instrument_httpx, in install order.
-_installed: list[tuple[type, Callable[..., Any]]] = []
-#: The ``llm_capture`` module while LLM call recognition is on, else None.
-_llm: list[Any] = [None]
 _LLM_SWITCH = "CVDIAG_LLM_CAPTURE"
 _OFF = frozenset({"0", "false", "no", "off"})
+
+
+class _Instrumented:
+    """What ``instrument_httpx`` installed; ``uninstrument_httpx`` is its reset."""
+
+    __slots__ = ("classes", "llm_capture")
+
+    def __init__(self) -> None:
+        #: (class, original send) for every class wrapped, in install order.
+        self.classes: list[tuple[type, Callable[..., Any]]] = []
+        #: The ``_llm_capture`` module while LLM call recognition is on, else None.
+        self.llm_capture: Any = None
+
+
+_instrumented = _Instrumented()
 
 
 def outbound_headers(ctx: RequestContext | None = None) -> dict[str, str]:
@@ -115,9 +125,9 @@ def httpx_hooks(asynchronous: bool = False) -> dict[str, list[Callable[[Any], An
 def _wrap_sync_send(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if _installed:
+        if _instrumented.classes:
             _add_headers(request)
-            capture = _llm[0]
+            capture = _instrumented.llm_capture
             if capture is not None and not args:
                 exchange = capture.begin(request)
                 if exchange is not None:
@@ -131,9 +141,9 @@ def _wrap_sync_send(original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_async_send(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(original)
     async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if _installed:
+        if _instrumented.classes:
             _add_headers(request)
-            capture = _llm[0]
+            capture = _instrumented.llm_capture
             if capture is not None and not args:
                 exchange = capture.begin(request)
                 if exchange is not None:
@@ -157,7 +167,7 @@ def _client_classes() -> list[type]:
 
 def is_instrumented() -> bool:
     """True between ``instrument_httpx()`` and ``uninstrument_httpx()``."""
-    return bool(_installed)
+    return bool(_instrumented.classes)
 
 
 def instrument_httpx(*, llm: bool | None = None, heartbeat_s: float | None = None) -> bool:
@@ -175,12 +185,12 @@ def instrument_httpx(*, llm: bool | None = None, heartbeat_s: float | None = Non
     if llm:
         from cvdiag.write import _llm_capture as llm_capture  # the emit side, only when asked for
 
-        _llm[0] = llm_capture
+        _instrumented.llm_capture = llm_capture
         if heartbeat_s is not None:
             llm_capture.set_heartbeat_s(heartbeat_s)
     else:
-        _llm[0] = None
-    if _installed:
+        _instrumented.llm_capture = None
+    if _instrumented.classes:
         return False
     for cls in _client_classes():
         original = cls.__dict__["send"]
@@ -188,7 +198,7 @@ def instrument_httpx(*, llm: bool | None = None, heartbeat_s: float | None = Non
             continue
         wrapper = _wrap_async_send(original) if cls.__name__ == "AsyncClient" else _wrap_sync_send(original)
         cls.send = wrapper
-        _installed.append((cls, original))
+        _instrumented.classes.append((cls, original))
     return True
 
 
@@ -199,19 +209,11 @@ def uninstrument_httpx() -> None:
     wrapper (removing it would undo their instrumentation); our inner wrapper then
     passes requests through untouched because it checks that propagation is installed.
     """
-    _llm[0] = None
-    while _installed:
-        cls, original = _installed.pop()
+    _instrumented.llm_capture = None
+    while _instrumented.classes:
+        cls, original = _instrumented.classes.pop()
         if getattr(cls.__dict__.get("send"), _MARK, None) is original:
             cls.send = original
-
-
-def copy_context() -> contextvars.Context:
-    """A copy of the current context, cvdiag's request binding included.
-
-    Run work in it with ``ctx.run(fn, *args)`` in a thread; for executors prefer ``wrap``.
-    """
-    return contextvars.copy_context()
 
 
 def wrap(fn: Callable[P, R]) -> Callable[P, R]:

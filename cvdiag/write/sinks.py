@@ -231,7 +231,10 @@ def _cut_back(fd: int, n: int) -> None:
 
 
 class MemorySink:
-    """Keeps every line in memory, for tests and the pytest plugin."""
+    """Keeps every line in memory: the writer measured without I/O (tools/bench_sinks.py).
+
+    Tests capture with ``cvdiag.testing.capture``, which keeps the decoded envelopes.
+    """
 
     def __init__(self) -> None:
         self._lines: list[bytes] = []
