@@ -6,6 +6,7 @@ Spec section 3 bounds it: message at most 512 bytes, at most 8 frames of
 
 from __future__ import annotations
 
+import asyncio
 import os
 import traceback
 from typing import Any
@@ -15,6 +16,9 @@ import orjson
 from cvdiag.write._caps import without_surrogates
 from cvdiag.write.scrubber import scrub
 
+#: What ends a request, a scope or an LLM exchange by cancellation rather than failure: a
+#: task cancelled (client gone, timeout, shutdown) or a generator closed before its end.
+CANCELLED = (asyncio.CancelledError, GeneratorExit)
 MESSAGE_MAX_BYTES = 512
 STACK_MAX_FRAMES = 8
 STACK_MAX_BYTES = 2048

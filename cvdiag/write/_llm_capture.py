@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, Tier
+from cvdiag.write._errors import CANCELLED
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write._llm_stream import AnswerReader
 from cvdiag.write.context import RequestContext, bind, current_context, new_context, unbind
@@ -45,7 +46,6 @@ __all__ = ["Exchange", "begin", "send_async", "send_sync", "set_heartbeat_s"]
 
 #: Seconds between heartbeats of an open call (verbose tier and up), unless set.
 DEFAULT_HEARTBEAT_S = 10.0
-_CANCELLED = (asyncio.CancelledError, GeneratorExit)
 _RETRY_HEADER = "x-stainless-retry-count"
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id")
 _TEXT_MAX = LLM_TEXT_MAX_CHARS
@@ -302,7 +302,7 @@ class Exchange:
 
     def failed(self, exc: BaseException) -> None:
         """Sending, or reading the body, raised ``exc`` (re-raised by the caller)."""
-        if isinstance(exc, _CANCELLED):
+        if isinstance(exc, CANCELLED):
             self.finish("timeout", "CancelledError")
         else:
             self.finish("err", type(exc).__name__)

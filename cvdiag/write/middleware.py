@@ -8,7 +8,6 @@ that keeps that request's state as attributes and gives the app its ``receive`` 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Mapping
 
@@ -18,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cvdiag.contract.ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from cvdiag.contract.schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
 from cvdiag.write import config
-from cvdiag.write._errors import error_metadata
+from cvdiag.write._errors import CANCELLED, error_metadata
 from cvdiag.write._inflight import InFlight
 from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind, resolve_slug, unbind
 from cvdiag.write.emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge, note_internal_error
@@ -43,7 +42,6 @@ _FORWARD = tuple(h.encode() for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HE
 _CONTENT_LENGTH = b"content-length"
 _CONTENT_TYPE = b"content-type"
 _EVENT_STREAM = b"text/event-stream"
-_CANCELLED = (asyncio.CancelledError, GeneratorExit)
 #: Set in the scope of a request an outer CvdiagMiddleware observes: an inner one (a
 #: mounted sub-application with its own middleware) joins that request instead.
 _SCOPE_MARK = "cvdiag.request"
@@ -344,7 +342,7 @@ class _Responder:
             return
         self.ended = True
         elapsed = elapsed_ms(self.start_ns)
-        cancelled = isinstance(error, _CANCELLED)
+        cancelled = isinstance(error, CANCELLED)
         # Only the server can say the client left: http.disconnect, its send failing, or
         # Starlette's ClientDisconnect. An OSError of the app's own (a provider dropping
         # its upstream connection) is the app's failure: chunk_error.
@@ -368,7 +366,7 @@ class _Responder:
             _emit_error(caught, elapsed)
             return
         else:
-            if shutdown or (isinstance(error, _CANCELLED) and self.middleware._in_flight.is_shutdown(error)):
+            if shutdown or (isinstance(error, CANCELLED) and self.middleware._in_flight.is_shutdown(error)):
                 kind = "shutdown"
             elif cancelled:
                 kind = "timeout"

@@ -16,11 +16,10 @@ from types import TracebackType
 from typing import Any
 
 from cvdiag.contract.schema import Tier
+from cvdiag.write._errors import CANCELLED
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write.context import bind, current_context, new_context, unbind
 from cvdiag.write.emitter import active_tier, elapsed_ms, emit, is_enabled
-
-_CANCELLED = (asyncio.CancelledError, GeneratorExit)
 
 #: The ``LLMCall`` of the innermost open ``llm_call``: an HTTP exchange recognised as an
 #: LLM call inside it enriches it instead of writing a call of its own.
@@ -77,7 +76,7 @@ class agent_scope(_Scope):
         try:
             if exc is None:
                 terminal = "ok"
-            elif isinstance(exc, _CANCELLED):
+            elif isinstance(exc, CANCELLED):
                 terminal = "cancelled"
             else:
                 terminal = "error"
@@ -255,7 +254,7 @@ class llm_call(_Scope):
             latency = elapsed_ms(self._start_ns)
             if exc is None:
                 outcome, error_class = "ok", None
-            elif isinstance(exc, _CANCELLED):
+            elif isinstance(exc, CANCELLED):
                 outcome, error_class = "timeout", "CancelledError"
             else:
                 outcome, error_class = "err", type(exc).__name__
