@@ -35,9 +35,11 @@ from cvdiag.face.render import (
     printable,
     unique_prefixes,
 )
-from cvdiag.read import correlate, reader
+from cvdiag.read import correlate
 from cvdiag.read.jsonout import dumps
-from cvdiag.read.reader import BREADCRUMB, ENVELOPE, MALFORMED, InputError, Source, Tally
+from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, MARKERS, Tally
+from cvdiag.read.scan import read
+from cvdiag.read.sources import InputError, Source, resolve_sources
 
 OK_EXIT, NOTHING_EXIT, USAGE_EXIT = 0, 1, 2
 SILENCE_S = 1.0
@@ -167,7 +169,7 @@ def _sources(paths: Sequence[str], *, spool_stdin: bool = False) -> list[Source]
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("no input: give a PATH (file, directory, .gz) or pipe a log into cvdiag")
         paths = ["-"]
-    sources = reader.resolve_sources(paths)
+    sources = resolve_sources(paths)
     if spool_stdin:  # commands that read twice need stdin (or a FIFO) in a file
         from cvdiag.read.spool import spooled
 
@@ -437,7 +439,7 @@ def _grep_filter(args: argparse.Namespace) -> Callable[[dict[str, Any]], bool]:
 def cmd_grep(args: argparse.Namespace) -> int:
     sources = _sources(args.paths)
     keep = _grep_filter(args)
-    markers = (args.test_id.encode(),) if args.test_id else reader.MARKERS
+    markers = (args.test_id.encode(),) if args.test_id else MARKERS
     tally = Tally()
     write = sys.stdout.buffer.write
     found = 0
@@ -480,7 +482,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     sources = _sources(args.paths)
     tally, stats, progress = Tally(), Stats(), _progress(sources)
-    for hit in reader.read(sources, tally, progress=progress):
+    for hit in read(sources, tally, progress=progress):
         if hit.kind == ENVELOPE:
             stats.add(hit.value)
     progress.close()
@@ -518,7 +520,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     checked = invalid = 0
     found: list[dict[str, Any]] = []
     out = Out()
-    for hit in reader.read(sources, tally, with_lines=True):
+    for hit in read(sources, tally, with_lines=True):
         if hit.kind == BREADCRUMB:
             continue
         reasons = [hit.value] if hit.kind == MALFORMED else check(hit.value)
