@@ -13,7 +13,6 @@ from typing import Any
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_ONE_SECOND = timedelta(seconds=1)
 
 
 def parse_ts(ts: str) -> float:
@@ -29,15 +28,16 @@ def parse_ts(ts: str) -> float:
 
 # -- whole seconds, read once --------------------------------------------------------
 
-#: Epoch seconds of every ``YYYY-MM-DDTHH:MM:SS`` (UTC) met: the one per-second cache.
-_SECONDS: dict[str, int] = {}
+#: Every ``YYYY-MM-DDTHH:MM:SS`` (UTC) met, as epoch seconds and as the start of an
+#: ``order_key``: the one per-second cache (each reader takes the form it adds to).
+_SECONDS: dict[str, tuple[float, int]] = {}
 _MAX_SECONDS = 100_000  # more than a day of seconds; past it the cache starts again
 _WHOLE_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", re.ASCII)
 
 
-def _read_second(second: str) -> int | None:
-    """Epoch seconds of ``second``, a ``YYYY-MM-DDTHH:MM:SS`` time in UTC, kept in
-    ``_SECONDS``; None when it is not one (another shape, or no such date).
+def _read_second(second: str) -> tuple[float, int] | None:
+    """``_SECONDS`` of ``second``, a ``YYYY-MM-DDTHH:MM:SS`` time in UTC, read and kept;
+    None when it is not one (another shape, or no such date).
 
     Callers look in ``_SECONDS`` first, and parse any other shape in full.
     """
@@ -49,19 +49,16 @@ def _read_second(second: str) -> int | None:
         return None
     if len(_SECONDS) >= _MAX_SECONDS:
         _SECONDS.clear()
-    seconds = _SECONDS[second] = (moment - _EPOCH) // _ONE_SECOND
-    return seconds
+    us = (moment - _EPOCH) // _MICROSECOND
+    entry = _SECONDS[second] = (us / 1_000_000, us << 64)
+    return entry
 
 
 def ts_seconds(ts: str) -> float:
     """``parse_ts``, with the whole second of an emitter timestamp read once."""
     if len(ts) == 24 and ts[19] == "." and ts[23] == "Z":
-        second = ts[:19]
-        base = _SECONDS.get(second)
-        if base is None:
-            base = _read_second(second)
-            if base is None:  # another shape of the same length: parsed in full
-                base = parse_ts(second + "Z")
+        entry = _SECONDS.get(ts[:19]) or _read_second(ts[:19])
+        base = entry[0] if entry is not None else parse_ts(ts[:19] + "Z")  # another shape: in full
         return base + int(ts[20:23]) / 1000.0
     return parse_ts(ts)
 
@@ -74,7 +71,10 @@ def canonical_ts(ts: bytes) -> bytes:
     ValueError for a ts that is not a time.
     """
     if len(ts) == 24 and ts[19] == 46 and ts[23] == 90 and ts[20:23].isdigit():  # ".", "Z"
-        second = ts[:19].decode("latin-1")  # never fails; what is not ASCII is no second
+        try:
+            second = ts[:19].decode()
+        except UnicodeDecodeError:
+            second = ""  # no second: the full parse below raises
         if second not in _SECONDS and _read_second(second) is None:
             ts_seconds(ts.decode())  # another shape: parsed in full, to raise if it is no time
         return ts
@@ -118,11 +118,9 @@ def order_key(ts: Any, mono: Any) -> int | None:
     if len(ts) == 24 and ts[23] == "Z" and ts[19] == ".":  # an emitter timestamp
         millis = _MILLI_KEY.get(ts[20:23])
         if millis is not None:
-            seconds = _SECONDS.get(ts[:19])
-            if seconds is None:
-                seconds = _read_second(ts[:19])
-            if seconds is not None:
-                return seconds * _SECOND_KEY + millis + mono
+            entry = _SECONDS.get(ts[:19]) or _read_second(ts[:19])
+            if entry is not None:
+                return entry[1] + millis + mono
     try:
         moment = datetime.fromisoformat(ts)
         # Without an offset it is local time, as ``parse_ts`` reads it.
@@ -140,5 +138,4 @@ def key_seconds(key: int) -> float:
 
 
 _MONO_OFFSET, _MONO_SPAN = 1 << 63, (1 << 64) - 1
-_SECOND_KEY = 1_000_000 << 64
 _MILLI_KEY = {f"{ms:03d}": (ms * 1000) << 64 for ms in range(1000)}

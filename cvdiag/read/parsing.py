@@ -48,6 +48,7 @@ _JSON_PREFIX = _PREFIX + b"{"
 _JAVA_PREFIX = JAVA_PREFIX.encode()
 _JAVA_JSON_PREFIX = _JAVA_PREFIX + b"{"
 _BREADCRUMB_PREFIX = _PREFIX + b"component="
+_MARKER_LEN, _PREFIX_LEN, _JAVA_PREFIX_LEN = len(_MARKER), len(_PREFIX), len(_JAVA_PREFIX)
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _COMPOSE = re.compile(rb"^[\w.-]+\s*\| ")
 _BREADCRUMB_FIELD = re.compile(r"(\w+)=(\S*)")
@@ -193,7 +194,7 @@ def parse_line(line: bytes) -> tuple[int, Any]:
     # The common case first: the emitter's own prefix, no wrapper.
     i = line.find(_JSON_PREFIX)
     if i >= 0 and b"\x1b" not in line and not line.startswith(b"{"):
-        kind, value = parse_json_envelope(line[i + len(_PREFIX) :])
+        kind, value = parse_json_envelope(line[i + _PREFIX_LEN :])
         if kind == ENVELOPE:
             return kind, value
     if b"\n" in line:
@@ -240,12 +241,12 @@ def _classify(line: bytes) -> tuple[int, Any]:
         if i < 0:
             break
         if line.startswith(_JSON_PREFIX, i):
-            return parse_json_envelope(line[i + len(_PREFIX) :])
+            return parse_json_envelope(line[i + _PREFIX_LEN :])
         if line.startswith(_JAVA_JSON_PREFIX, i):
-            return parse_json_envelope(line[i + len(_JAVA_PREFIX) :])
+            return parse_json_envelope(line[i + _JAVA_PREFIX_LEN :])
         if line.startswith(_BREADCRUMB_PREFIX, i):
-            return _breadcrumb(line[i + len(_PREFIX) :])
-        start = i + len(_MARKER)
+            return _breadcrumb(line[i + _PREFIX_LEN :])
+        start = i + _MARKER_LEN
     if line.startswith(b"{") and b'"schema_version"' in line:
         return parse_json_envelope(line)
     if line.startswith(_PLACEHOLDER) and line in _PLACEHOLDERS:

@@ -39,8 +39,8 @@ from cvdiag.contract.schema import (
     is_accounting,
 )
 from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, parse_ts
-from cvdiag.read import _parallel, parsing, rejoin
-from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally
+from cvdiag.read import _parallel, rejoin
+from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, parse_span
 from cvdiag.read.sources import Source
 
 _PROGRESS_STEP = 8 << 20
@@ -213,7 +213,7 @@ def hits(
     for ls, le in spans:
         if joins.joined and joins.taken(ls):
             continue
-        kind, value, raw = parsing.parse_span(buf, ls, le, joins)
+        kind, value, raw = parse_span(buf, ls, le, joins)
         if progress is not None and ls - done > _PROGRESS_STEP:
             progress(ls - done)
             done = ls
@@ -277,11 +277,11 @@ _HEAD_FIELDS = ENVELOPE_FIELDS[: ENVELOPE_FIELDS.index("edge_headers")]
 _CANONICAL = re.compile(
     rb"\{" + b",".join(b'"%s":%s' % (f.encode(), _FIELD_PATTERNS[f]) for f in _HEAD_FIELDS) + rb',"edge_headers":\{'
 )
-#: The fields ``Folder`` takes from a head, in the order it unpacks them, and the
-#: numbers of their groups in ``_CANONICAL`` (whatever order the schema puts them in).
+#: The fields ``Folder`` unpacks from ``_CANONICAL``'s groups, in this order (the
+#: schema's): checked here, as a schema that reordered them would feed it wrong fields.
 _FOLDED = ("test_id", "layer", "boundary", "slug", "ts", "mono_ns", "outcome")
-_CAPTURED = tuple(f for f in _HEAD_FIELDS if re.compile(_FIELD_PATTERNS[f]).groups)
-_FOLDED_GROUPS = tuple(_CAPTURED.index(f) + 1 for f in _FOLDED)
+if tuple(f for f in _HEAD_FIELDS if re.compile(_FIELD_PATTERNS[f]).groups) != _FOLDED:
+    raise ImportError(f"the schema's envelope head {_HEAD_FIELDS} no longer gives scan._FOLDED in order")
 #: What ``find`` looks for: what ``_CANONICAL`` matches first, up to the test id's quote.
 _HEAD = b'{"%s":%s,"%s":"' % (_HEAD_FIELDS[0].encode(), _FIELD_PATTERNS[_HEAD_FIELDS[0]], _HEAD_FIELDS[1].encode())
 _PREFIX, _JAVA_PREFIX = PREFIX.encode(), JAVA_PREFIX.encode()
@@ -316,11 +316,12 @@ def _head(buf: Any, pos: int, le: int) -> tuple[int, tuple[bytes, ...], int] | N
     else:
         return None
     m = _CANONICAL.match(buf, pos, le)
-    return None if m is None else (ms, m.group(*_FOLDED_GROUPS), m.end())
+    return None if m is None else (ms, m.groups(), m.end())
 
 
 _TAIL_FALSE = b'"%s":false}' % ENVELOPE_FIELDS[-1].encode()
 _TAILS = (_TAIL_FALSE, b'"%s":true}' % ENVELOPE_FIELDS[-1].encode())
+_TAIL_LEN = len(_TAIL_FALSE)
 _TAIL_ROOM = 40  # bytes searched for a tail followed by trailing spaces
 _FAILED = frozenset(o.encode() for o in FAILURE_OUTCOMES)
 _ABORTED, _COMPLETE, _ERROR, _BACKEND = 1, 2, 4, 8
@@ -512,8 +513,7 @@ class Folder:
             if sv < le:
                 sv = find(_SV, le, end) if sv >= 0 else -1
             pos = nxt
-            tail = buf[le - _TAIL_ROOM : le]
-            if not tail.endswith(_TAIL_FALSE) and not tail.rstrip().endswith(_TAILS):
+            if buf[le - _TAIL_LEN : le] != _TAIL_FALSE and not buf[le - _TAIL_ROOM : le].rstrip().endswith(_TAILS):
                 # Not the fixed tail: maybe cut, maybe trailing colour codes; the general parser decides.
                 self._line(buf, ms + 1 if buf[ms] == 10 else buf.rfind(b"\n", start, ms) + 1, le, name, counter,
                            count_malformed)  # fmt: skip
@@ -575,7 +575,7 @@ class Folder:
 
     def _line(self, buf: Any, ls: int, le: int, name: str, counter: LineCounter, count: bool) -> None:
         self.parsed += 1
-        kind, env, _ = parsing.parse_span(buf, ls, le)
+        kind, env, _ = parse_span(buf, ls, le)
         if kind == MALFORMED:
             self._malformed(counter, name, ls, env, count)
         if kind != ENVELOPE:
