@@ -13,7 +13,7 @@ from logkit import TID_ABORT, TID_ERROR, TID_OK, aborted, compact, errored, happ
 from reportkit import STORY_ID, story
 
 from cvdiag.face import report_data
-from cvdiag.read.reader import resolve_sources
+from cvdiag.read.sources import resolve_sources
 
 
 def embedded(page: str) -> tuple[dict, list[dict]]:

@@ -15,9 +15,11 @@ from types import MappingProxyType
 
 SCHEMA_VERSION = 1
 
+#: What every CVDIAG line holds (section 1): readers search for it to find the lines.
+MARKER = "CVDIAG"
 #: The line prefix on stdout (section 1). Readers also accept ``JAVA_PREFIX``.
-PREFIX = "CVDIAG "
-JAVA_PREFIX = "CVDIAG_EVENT "
+PREFIX = MARKER + " "
+JAVA_PREFIX = MARKER + "_EVENT "
 
 #: Envelope keys in wire order (section 2); renderers must keep this order.
 ENVELOPE_FIELDS: tuple[str, ...] = (

@@ -1,8 +1,8 @@
 """Time on the wire: RFC 3339 UTC strings in envelopes, read fast and the same way everywhere.
 
 The emitter writes ``YYYY-MM-DDTHH:MM:SS.mmmZ``; a log holds millions of them sharing a
-few thousand whole seconds, so each reader parses a whole second once and adds the
-milliseconds. Every other RFC 3339 form is parsed in full.
+few thousand whole seconds, so each whole second is parsed once (one cache, shared by
+every reader) and the milliseconds added. Every other form is parsed in full.
 """
 
 from __future__ import annotations
@@ -16,29 +16,51 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 def parse_ts(ts: str) -> float:
-    """Epoch seconds of an RFC 3339 UTC time (``...Z`` or ``+00:00``, any precision).
+    """Epoch seconds of a time as ``datetime.fromisoformat`` reads it.
 
-    Raises ValueError on anything else; readers count that as a malformed line.
+    Meant for the RFC 3339 UTC times of envelopes (``...Z`` or ``+00:00``, any
+    precision), it takes any ISO 8601 time: another offset is honoured, and a time
+    without one is read as the host's local time. Raises ValueError on what is not a
+    time; readers count that as a malformed line.
     """
     return datetime.fromisoformat(ts).timestamp()
 
 
-_SECONDS: dict[str, float] = {}
+# -- whole seconds, read once --------------------------------------------------------
+
+#: Every ``YYYY-MM-DDTHH:MM:SS`` (UTC) met, as epoch seconds and as the start of an
+#: ``order_key``: the one per-second cache (each reader takes the form it adds to).
+_SECONDS: dict[str, tuple[float, int]] = {}
+_MAX_SECONDS = 100_000  # more than a day of seconds; past it the cache starts again
+_WHOLE_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", re.ASCII)
+
+
+def _read_second(second: str) -> tuple[float, int] | None:
+    """``_SECONDS`` of ``second``, a ``YYYY-MM-DDTHH:MM:SS`` time in UTC, read and kept;
+    None when it is not one (another shape, or no such date).
+
+    Callers look in ``_SECONDS`` first, and parse any other shape in full.
+    """
+    if not _WHOLE_SECOND.fullmatch(second):
+        return None
+    try:
+        moment = datetime.fromisoformat(second).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    if len(_SECONDS) >= _MAX_SECONDS:
+        _SECONDS.clear()
+    us = (moment - _EPOCH) // _MICROSECOND
+    entry = _SECONDS[second] = (us / 1_000_000, us << 64)
+    return entry
 
 
 def ts_seconds(ts: str) -> float:
-    """``parse_ts`` with a cache per whole second, for the millions of emitter timestamps."""
+    """``parse_ts``, with the whole second of an emitter timestamp read once."""
     if len(ts) == 24 and ts[19] == "." and ts[23] == "Z":
-        base = _SECONDS.get(ts[:19])
-        if base is None:
-            if len(_SECONDS) > 100_000:
-                _SECONDS.clear()
-            base = _SECONDS[ts[:19]] = parse_ts(ts[:19] + "Z")
+        entry = _SECONDS.get(ts[:19]) or _read_second(ts[:19])
+        base = entry[0] if entry is not None else parse_ts(ts[:19] + "Z")  # another shape: in full
         return base + int(ts[20:23]) / 1000.0
     return parse_ts(ts)
-
-
-_VALID_SECONDS: set[bytes] = set()
 
 
 def canonical_ts(ts: bytes) -> bytes:
@@ -49,12 +71,12 @@ def canonical_ts(ts: bytes) -> bytes:
     ValueError for a ts that is not a time.
     """
     if len(ts) == 24 and ts[19] == 46 and ts[23] == 90 and ts[20:23].isdigit():  # ".", "Z"
-        second = ts[:19]
-        if second not in _VALID_SECONDS:
-            ts_seconds(ts.decode())
-            if len(_VALID_SECONDS) > 200_000:
-                _VALID_SECONDS.clear()
-            _VALID_SECONDS.add(second)
+        try:
+            second = ts[:19].decode()
+        except UnicodeDecodeError:
+            second = ""  # no second: the full parse below raises
+        if second not in _SECONDS and _read_second(second) is None:
+            ts_seconds(ts.decode())  # another shape: parsed in full, to raise if it is no time
         return ts
     t = ts_seconds(ts.decode("utf-8", "replace"))
     return (datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z").encode()
@@ -93,15 +115,12 @@ def order_key(ts: Any, mono: Any) -> int | None:
     mono = mono + _MONO_OFFSET if type(mono) is int else _MONO_OFFSET
     if not 0 <= mono <= _MONO_SPAN:
         mono = 0 if mono < 0 else _MONO_SPAN
-    # Emitter timestamps (...T09:00:00.032Z) share their whole second with thousands of
-    # others: parse each second once.
-    if len(ts) == 24 and ts[23] == "Z":
-        second = _SECOND_KEY.get(ts[:20])
+    if len(ts) == 24 and ts[23] == "Z" and ts[19] == ".":  # an emitter timestamp
         millis = _MILLI_KEY.get(ts[20:23])
-        if second is None and millis is not None:
-            second = _second_key(ts[:20])
-        if second is not None and millis is not None:
-            return second + millis + mono
+        if millis is not None:
+            entry = _SECONDS.get(ts[:19]) or _read_second(ts[:19])
+            if entry is not None:
+                return entry[1] + millis + mono
     try:
         moment = datetime.fromisoformat(ts)
         # Without an offset it is local time, as ``parse_ts`` reads it.
@@ -120,19 +139,3 @@ def key_seconds(key: int) -> float:
 
 _MONO_OFFSET, _MONO_SPAN = 1 << 63, (1 << 64) - 1
 _MILLI_KEY = {f"{ms:03d}": (ms * 1000) << 64 for ms in range(1000)}
-_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.", re.ASCII)
-_SECOND_KEY: dict[str, int] = {}
-
-
-def _second_key(second: str) -> int | None:
-    """``YYYY-MM-DDTHH:MM:SS.`` in UTC as epoch microseconds times 2**64 (cached), or None."""
-    if not _SECOND.fullmatch(second):
-        return None
-    try:
-        moment = datetime.fromisoformat(second[:19]).replace(tzinfo=UTC)
-    except ValueError:
-        return None
-    if len(_SECOND_KEY) >= 100_000:  # a log spanning more than a day of seconds
-        _SECOND_KEY.clear()
-    key = _SECOND_KEY[second] = ((moment - _EPOCH) // _MICROSECOND) << 64
-    return key

@@ -18,9 +18,11 @@ import orjson
 from cvdiag.face import _views as views
 from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, UsageError, say
 from cvdiag.face.render import FAIL, OK, Out, Progress, unique_prefixes
-from cvdiag.read import correlate, filters, reader
+from cvdiag.read import correlate, filters
 from cvdiag.read.jsonout import dumps
-from cvdiag.read.reader import BREADCRUMB, ENVELOPE, MALFORMED, Source, Tally
+from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, MARKERS, Tally
+from cvdiag.read.scan import read
+from cvdiag.read.sources import Source, resolve_sources
 
 # -- inputs and outputs ---------------------------------------------------------------
 
@@ -30,7 +32,7 @@ def _sources(paths: Sequence[str], *, spool_stdin: bool = False) -> list[Source]
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("no input: give a PATH (file, directory, .gz) or pipe a log into cvdiag")
         paths = ["-"]
-    sources = reader.resolve_sources(paths)
+    sources = resolve_sources(paths)
     if spool_stdin:  # commands that read twice need stdin (or a FIFO) in a file
         from cvdiag.read.spool import spooled
 
@@ -164,7 +166,7 @@ def grep(args: argparse.Namespace) -> int:
         since=args.since,
         until=args.until,
     )
-    markers = (args.test_id.encode(),) if args.test_id else reader.MARKERS
+    markers = (args.test_id.encode(),) if args.test_id else MARKERS
     tally = Tally()
     write = sys.stdout.buffer.write
     found = 0
@@ -205,7 +207,7 @@ def stats(args: argparse.Namespace) -> int:
 
     sources = _sources(args.paths)
     tally, found, progress = Tally(), Stats(), _progress(sources)
-    for hit in reader.read(sources, tally, progress=progress):
+    for hit in read(sources, tally, progress=progress):
         if hit.kind == ENVELOPE:
             found.add(hit.value)
     progress.close()
@@ -233,7 +235,7 @@ def validate(args: argparse.Namespace) -> int:
     checked = invalid = 0
     found: list[dict[str, Any]] = []
     out = Out()
-    for hit in reader.read(sources, tally, with_lines=True):
+    for hit in read(sources, tally, with_lines=True):
         if hit.kind == BREADCRUMB:
             continue
         reasons = [hit.value] if hit.kind == MALFORMED else check(hit.value)

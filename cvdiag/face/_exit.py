@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cvdiag.face.render import printable
-from cvdiag.read.reader import InputError
+from cvdiag.read.sources import InputError
 
 OK_EXIT, NOTHING_EXIT, USAGE_EXIT, INTERNAL_EXIT = 0, 1, 2, 3
 INTERRUPTED_EXIT = 130

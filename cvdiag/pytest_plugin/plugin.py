@@ -28,7 +28,7 @@ from cvdiag.contract.timestamps import parse_ts
 from cvdiag.diagnosis import diagnose
 from cvdiag.face.render import printable
 from cvdiag.read import correlate
-from cvdiag.read.reader import InputError, resolve_sources
+from cvdiag.read.sources import InputError, resolve_sources
 from cvdiag.testing import capture
 from cvdiag.write import config as _config
 from cvdiag.write import emitter as _emitter

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Sequence
 
 from cvdiag.face import report, report_data
-from cvdiag.read.reader import resolve_sources
+from cvdiag.read.sources import resolve_sources
 
 
 class SessionReport:

@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cvdiag.contract.timestamps import line_ts, ts_seconds
-from cvdiag.read import reader, scan
+from cvdiag.read import parsing, scan
 from cvdiag.read.jsonout import dumps
-from cvdiag.read.reader import BREADCRUMB, ENVELOPE, MALFORMED, NOTHING, Hit, Source, Tally
+from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, NOTHING, Tally
+from cvdiag.read.scan import Hit
+from cvdiag.read.sources import Source, is_gzip
 
 # Below this much input a second process costs more than it saves.
 _PARALLEL_MIN_BYTES = int(os.environ.get("CVDIAG_PARALLEL_MIN_BYTES", 64 << 20))
@@ -52,7 +54,7 @@ def _fold_sources(
             if by_range and part >= len(shares):  # a buffer too small to split
                 continue
             lo, hi = shares[part if by_range else 0]
-            for a, b in reader.windows(buf, lo, hi):
+            for a, b in scan.windows(buf, lo, hi):
                 folder.buffer(buf, src.name, a, b, count_malformed=count, base_line=base)
                 if progress is not None:
                     progress(b - a)
@@ -205,7 +207,7 @@ def scan_tests(
 def _gz(path: str) -> bool:
     try:
         with open(path, "rb") as fh:
-            return fh.read(2) == b"\x1f\x8b"
+            return is_gzip(fh)
     except OSError:
         return True  # unreadable: let the single-process path report it
 
@@ -214,7 +216,7 @@ def _files_end(sources: list[Source]) -> float | None:
     ends = []
     for src in sources:
         for buf in src.blocks():
-            t = reader.tail_ts(buf)
+            t = scan.tail_ts(buf)
             if t is not None:
                 ends.append(t)
     return max(ends) if ends else None
@@ -265,16 +267,16 @@ def entries_for(
         key = (0.0, 0, 0)
         for buf in src.blocks():
             if ends is not None:
-                t = reader.tail_ts(buf)
+                t = scan.tail_ts(buf)
                 if t is not None:
                     ends.append(t)
-            counter = reader.LineCounter(buf)
-            for ls, le in reader.lines_with(buf, needle.encode()):
-                if le - ls > reader.MAX_LINE:
-                    tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", reader.LONG_LINE)
+            counter = scan.LineCounter(buf)
+            for ls, le in scan.lines_with(buf, needle.encode()):
+                if le - ls > parsing.MAX_LINE:
+                    tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", parsing.LONG_LINE)
                     continue
                 raw = buf[ls:le]
-                kind, value = reader.parse_line(raw)
+                kind, value = parsing.parse_line(raw)
                 seq += 1
                 if kind == ENVELOPE:
                     key = (ts_seconds(value["ts"]), _mono(value), seq)
@@ -285,7 +287,7 @@ def entries_for(
                 elif kind == MALFORMED:
                     tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", value)
                 elif kind == NOTHING and with_logs:
-                    text, _ = reader.unwrap(raw)
+                    text, _ = parsing.unwrap(raw)
                     key = _placed(raw, key, seq)
                     yield "", Entry(key, "log", text.decode("utf-8", "replace"), src.name)
 
@@ -296,7 +298,7 @@ def _mono(env: dict[str, Any]) -> int:
 
 
 def _placed(raw: bytes, previous: tuple[float, int, int], seq: int) -> tuple[float, int, int]:
-    text, wrapper_ts = reader.unwrap(raw)
+    text, wrapper_ts = parsing.unwrap(raw)
     t = None
     if wrapper_ts:
         t = line_ts(wrapper_ts)
@@ -388,7 +390,7 @@ def diagnose_timeline(tl: Timeline, slow_s: float) -> Any:
 _MAX_MERGED = 64
 
 
-def merged(sources: list[Source], tally: Tally, markers: tuple[bytes, ...] = reader.MARKERS) -> Iterator[Hit]:
+def merged(sources: list[Source], tally: Tally, markers: tuple[bytes, ...] = parsing.MARKERS) -> Iterator[Hit]:
     """Envelope hits of all ``sources``, merged by (ts, mono_ns).
 
     Each input is taken as already in time order (a log is written that way), so the
@@ -397,9 +399,9 @@ def merged(sources: list[Source], tally: Tally, markers: tuple[bytes, ...] = rea
     if len(sources) == 1 or len(sources) > _MAX_MERGED:
         # One input needs no merge; very many would hold as many files open at once,
         # so they are read one after another (a directory of rotated logs, in name order).
-        yield from (h for h in reader.read(sources, tally, markers=markers) if h.kind == ENVELOPE)
+        yield from (h for h in scan.read(sources, tally, markers=markers) if h.kind == ENVELOPE)
         return
-    streams = [_envelopes(reader.read([s], tally, markers=markers)) for s in sources]
+    streams = [_envelopes(scan.read([s], tally, markers=markers)) for s in sources]
     for _, hit in heapq.merge(*streams, key=lambda pair: pair[0]):
         yield hit
 

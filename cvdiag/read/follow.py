@@ -16,7 +16,9 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from cvdiag.read.reader import Hit, LineBlocks, Source, Tally, hits
+from cvdiag.read.parsing import Tally
+from cvdiag.read.scan import Hit, hits
+from cvdiag.read.sources import LineBlocks, Source
 
 POLL_S = 0.25
 _READ = 1 << 20

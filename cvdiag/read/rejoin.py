@@ -36,7 +36,9 @@ CRI = 2
 
 _DOCKER_HEAD = b'{"log":"'  # Docker json-file writes "log" first, then "stream", then "time"
 _DOCKER_STREAM = b'","stream":"'
-_CRI_RECORD = re.compile(rb"(\d{4}-\d\d-\d\dT\S+) (stdout|stderr) ([PF])(?: |$)")
+#: A Kubernetes CRI record: its time, stream, P(artial) or F(ull) tag, and the space
+#: before its text (absent when it has none).
+CRI_RECORD = re.compile(rb"(\d{4}-\d\d-\d\dT\S+) (stdout|stderr) ([PF])(?: |$)")
 _STREAMS = (b"stdout", b"stderr")
 _NEWLINE_ESCAPES = (b"\\u000a", b"\\u000A")
 _DOCKER_TIME = re.compile(rb'"time":"([^"]*)"')
@@ -65,7 +67,7 @@ def record(buf: Any, ls: int, le: int) -> tuple[int, bytes, bool, int] | None:
             return None
         return DOCKER, stream, not _ends_in_newline(buf, ls + 8, i), ls + 8
     if 48 <= c <= 57:  # a digit: maybe a CRI timestamp
-        m = _CRI_RECORD.match(buf, ls, le)
+        m = CRI_RECORD.match(buf, ls, le)
         if m is None:
             return None
         return CRI, m.group(2), m.group(3) == b"P", m.end()
@@ -181,6 +183,34 @@ def join(raw: bytes) -> tuple[bytes, str | None, bool, bytes]:
         ts = m.group(1).decode("ascii", "replace") if m else None
     else:
         payload = b"".join(parts)
-        m = _CRI_RECORD.match(head)
+        m = CRI_RECORD.match(head)
         ts = m.group(1).decode("ascii", "replace") if m else None
     return payload, ts, complete, b"\n".join(own)
+
+
+class Joins:
+    """The split lines of one buffer met so far: lines are visited in order, and a
+    record joined to an earlier line must not be read again as a line of its own."""
+
+    __slots__ = ("buf", "end", "joined")
+
+    def __init__(self, buf: Any, end: int | None = None) -> None:
+        self.buf = buf
+        self.end = len(buf) if end is None else end
+        self.joined: set[int] = set()
+
+    def taken(self, ls: int) -> bool:
+        """Whether the line at ``ls`` is a later record of a line already read."""
+        joined = self.joined
+        if ls in joined:
+            joined.discard(ls)
+            return True
+        if len(joined) > 4096:  # records never visited (they hold no marker) pile up
+            self.joined = {p for p in joined if p > ls}
+        return False
+
+    def extend(self, ls: int, le: int) -> int:
+        """The end of the line whose first record is ``buf[ls:le]`` (``le`` unless split)."""
+        last, parts = extent(self.buf, ls, le, self.end)
+        self.joined.update(parts)
+        return last

@@ -1,48 +1,296 @@
-"""The bulk path of ``tests``: fold a whole buffer into per-test aggregates fast.
+"""Find the CVDIAG lines of a buffer fast, and fold whole buffers into per-test rows.
 
-``find`` locates each ``{"schema_version":1,"test_id":"`` (C speed over the noise);
-an envelope in the emitter's canonical layout there (after ``CVDIAG ``, after
-``CVDIAG_EVENT ``, or a bare NDJSON line) gives up the six fields ``tests`` needs to
-one anchored regex over its head, and a fixed-tail check catches cut lines, so it is
-never JSON-parsed. Markers found between those lines (Docker json-file, escaped
-strings, other key orders, cut or broken lines) send their line through the general
-``reader.parse_line``, so every shape is read and every malformed line counted.
+Reading is built for big files: a buffer is searched with ``find`` for a few markers
+(C speed, no per-line Python for noise), and only the lines holding one are parsed
+(``hits``, ``read``). A line that a container runtime split into several records is
+found by its first record and read forward to its last (``logical_lines``, ``rejoin``).
+
+``tests`` goes further (``Folder``): ``find`` locates each envelope head
+(``{"schema_version":1,"test_id":"``), and an envelope in the emitter's canonical
+layout there (after ``CVDIAG ``, after ``CVDIAG_EVENT ``, or a bare NDJSON line) gives
+up the fields ``tests`` needs to one anchored regex over its head, built from the
+schema's own field order, and a fixed-tail check catches cut lines, so it is never
+JSON-parsed. Markers found between those lines (Docker json-file, escaped strings,
+other key orders, cut or broken lines) send their line through the general
+``parsing.parse_span``, so every shape is read and every malformed line counted.
 Diagnosis parses the envelopes it folds, except SSE events and the like, whose head
 fields are all it needs once a fixed middle and tail show the line is valid JSON.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import mmap
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
 
-from cvdiag.contract.schema import EDGE_HEADERS, FAILURE_OUTCOMES, LAYERS
-from cvdiag.contract.timestamps import bytes_seconds, canonical_ts
-from cvdiag.read import reader
-from cvdiag.read.reader import ENVELOPE, MALFORMED, Tally
+from cvdiag.contract.schema import (
+    EDGE_HEADERS,
+    ENVELOPE_FIELDS,
+    FAILURE_OUTCOMES,
+    JAVA_PREFIX,
+    LAYERS,
+    PREFIX,
+    SCHEMA_VERSION,
+    is_accounting,
+)
+from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, parse_ts
+from cvdiag.read import _parallel, rejoin
+from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, parse_span
+from cvdiag.read.sources import Source
 
-_HEAD = b'{"schema_version":1,"test_id":"'
+_PROGRESS_STEP = 8 << 20
+
+# -- finding lines ----------------------------------------------------------------------
+
+
+def marked_lines(
+    buf: Any, markers: tuple[bytes, ...], start: int = 0, end: int | None = None
+) -> Iterator[tuple[int, int]]:
+    """(start, end) of every line of ``buf[start:end]`` that holds one of ``markers``.
+
+    Noise between marked lines is skipped by ``find`` without touching Python.
+    ``start`` is 0 or the index of a newline, ``end`` a newline or the buffer's end.
+    """
+    n = len(buf) if end is None else end
+    find, rfind = buf.find, buf.rfind
+    nexts = [find(m, start, n) for m in markers]
+    while True:
+        live = [p for p in nexts if p >= 0]
+        if not live:
+            return
+        pos = min(live)
+        ls = rfind(b"\n", start, pos)
+        ls = start if ls < 0 else ls + 1
+        le = find(b"\n", pos, n)
+        if le < 0:
+            le = n
+        yield ls, le
+        start = le + 1
+        if start >= n:
+            return
+        nexts = [p if p >= start or p < 0 else find(m, start, n) for p, m in zip(nexts, markers, strict=True)]
+
+
+WINDOW = 16 << 20
+_COUNT_SLICE = 8 << 20
+
+
+def windows(buf: Any, start: int = 0, end: int | None = None, size: int = WINDOW) -> Iterator[tuple[int, int]]:
+    """Line-aligned ``(start, end)`` slices of ``buf[start:end]``, each ending on a newline.
+
+    For an mmap, the pages of a finished slice are handed back (MADV_DONTNEED), so the
+    resident set stays near one slice however big the file: the pages stay in the page
+    cache, they only stop counting against this process.
+    """
+    n = len(buf) if end is None else end
+    a = start
+    while a < n:
+        b = min(n, a + size)
+        if b < n:
+            nl = buf.find(b"\n", b, n)
+            b = n if nl < 0 else nl
+        yield a, b
+        _release(buf, a, b)
+        a = b
+
+
+def _release(buf: Any, a: int, b: int) -> None:
+    if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    lo = a - a % mmap.PAGESIZE
+    hi = b - b % mmap.PAGESIZE
+    if hi > lo:
+        with contextlib.suppress(OSError, ValueError):
+            buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of the lines of ``buf`` that hold ``needle``, in order, a split
+    container line spanning all its records (the id is in the first one only)."""
+    return logical_lines(buf, _physical_lines_with(buf, needle))
+
+
+def _physical_lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of the physical lines of ``buf`` that hold ``needle``, in order
+    (a big file is searched in two processes)."""
+
+    def search(start: int, end: int) -> Iterator[tuple[int, int]]:
+        for a, b in windows(buf, start, end):
+            yield from marked_lines(buf, (needle,), a, b)
+
+    return _parallel.search_halves(buf, search)
+
+
+def logical_lines(buf: Any, spans: Iterable[tuple[int, int]], end: int | None = None) -> Iterator[tuple[int, int]]:
+    """``spans`` of physical lines (in order), each line that is the first record of a
+    split container line extended to the last record that belongs to it.
+
+    The records joined to an earlier line are dropped when they come up themselves.
+    The span of a split line may enclose records of the other stream; those are still
+    yielded on their own, and ``rejoin.join`` skips them inside the span.
+    """
+    joins = rejoin.Joins(buf, end)
+    for ls, le in spans:
+        if not (joins.joined and joins.taken(ls)):
+            yield ls, joins.extend(ls, le)
+
+
+class LineCounter:
+    """Line numbers of offsets in one buffer, counted incrementally (mmap has no count)."""
+
+    __slots__ = ("base", "buf", "line", "pos")
+
+    def __init__(self, buf: Any, base: int = 1) -> None:
+        self.buf, self.pos, self.line, self.base = buf, 0, base, base
+
+    def at(self, offset: int) -> int:
+        if offset < self.pos:
+            self.pos, self.line = 0, self.base
+        # In slices, so that counting deep into a big mmap never copies or maps it whole.
+        for a, b in windows(self.buf, self.pos, offset, _COUNT_SLICE):
+            self.line += self.buf[a:b].count(b"\n")
+        self.pos = offset
+        return self.line
+
+
+# -- every CVDIAG line, parsed ------------------------------------------------------------
+
+
+class Hit:
+    """One CVDIAG line found in a source."""
+
+    __slots__ = ("kind", "line", "raw", "source", "value")
+
+    def __init__(self, kind: int, value: Any, source: str, line: int | None, raw: bytes) -> None:
+        self.kind = kind
+        self.value = value  # the envelope or breadcrumb dict, or why the line is malformed
+        self.source = source
+        self.line = line
+        self.raw = raw
+
+
+def read(
+    sources: list[Source],
+    tally: Tally,
+    *,
+    markers: tuple[bytes, ...] = MARKERS,
+    with_lines: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[Hit]:
+    """Every envelope and breadcrumb of ``sources``, in file order, malformed lines
+    counted in ``tally``. ``with_lines`` numbers every hit (needed by ``validate``)."""
+    for src in sources:
+        base = 1
+        for buf in src.blocks():
+            yield from hits(buf, src.name, tally, markers=markers, with_lines=with_lines, progress=progress, base=base)
+            if isinstance(buf, bytes):
+                base += buf.count(b"\n")
+
+
+def hits(
+    buf: Any,
+    name: str,
+    tally: Tally,
+    *,
+    markers: tuple[bytes, ...] = MARKERS,
+    with_lines: bool = False,
+    progress: Callable[[int], None] | None = None,
+    base: int = 1,
+) -> Iterator[Hit]:
+    """``read`` of one buffer of the source ``name``, whose first line is line ``base``."""
+    counter = LineCounter(buf, base)
+    done = 0
+    if len(markers) == 1:  # one needle (a test id): a plain search, parallel when big
+        spans = _physical_lines_with(buf, markers[0])
+    else:
+        spans = (line for a, b in windows(buf) for line in marked_lines(buf, markers, a, b))
+    joins = rejoin.Joins(buf)
+    for ls, le in spans:
+        if joins.joined and joins.taken(ls):
+            continue
+        kind, value, raw = parse_span(buf, ls, le, joins)
+        if progress is not None and ls - done > _PROGRESS_STEP:
+            progress(ls - done)
+            done = ls
+        if kind == NOTHING:
+            continue
+        if kind == MALFORMED:
+            tally.add(lambda c=counter, o=ls: f"{name}:{c.at(o)}", value)
+            if not with_lines:
+                continue
+        if b"\n" in raw:  # a split line: its own records, without the other stream's
+            raw = rejoin.join(raw)[3]
+        yield Hit(kind, value, name, counter.at(ls) if with_lines else None, raw)
+    if progress is not None:
+        progress(len(buf) - done)
+
+
+_TAIL_BYTES = 1 << 16
+_TS_IN_LINE = re.compile(rb'\\?"ts\\?":\\?"(\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00))')
+
+
+def tail_ts(buf: Any) -> float | None:
+    """The latest envelope ``ts`` in the last 64 KiB of ``buf``: the end of a log,
+    without reading it all (logs are written in time order, give or take a request)."""
+    best = None
+    for m in _TS_IN_LINE.finditer(buf[max(0, len(buf) - _TAIL_BYTES) :]):
+        try:
+            t = parse_ts(m.group(1).decode())
+        except ValueError:
+            continue
+        best = t if best is None or t > best else best
+    return best
+
+
+# -- the bulk path of ``tests`` -------------------------------------------------------
+
 # No escapes and no control characters in the leading strings, JSON-valid integers: a
 # line that matches is JSON up to its edge headers (others go to the general parser).
 _Q = rb'"([^"\\\x00-\x1f]*)"'
 _S = rb'"[^"\\\x00-\x1f]*"'
 _INT = rb"-?(?:0|[1-9]\d*)"
+#: How the emitter writes each field before ``edge_headers``; ``_Q`` captures a string.
+_FIELD_PATTERNS: dict[str, bytes] = {
+    "schema_version": str(SCHEMA_VERSION).encode(),
+    "test_id": _Q,
+    "trace_id": _S,
+    "span_id": _S,
+    "parent_span_id": rb"(?:null|" + _S + rb")",
+    "layer": _Q,
+    "boundary": _Q,
+    "slug": _Q,
+    "demo": _S,
+    "ts": _Q,
+    "mono_ns": rb"(" + _INT + rb")",
+    "duration_ms": rb"(?:null|" + _INT + rb")",
+    "outcome": _Q,
+}
+_HEAD_FIELDS = ENVELOPE_FIELDS[: ENVELOPE_FIELDS.index("edge_headers")]
 # Anchored at a `_HEAD` found by `find`: only a few hundred bytes are matched per envelope.
+# Built in the schema's order; a field the schema gains without a pattern above stops the
+# import here (KeyError), rather than sending every envelope the slow way.
 _CANONICAL = re.compile(
-    rb'\{"schema_version":1,"test_id":' + _Q + rb',"trace_id":' + _S + rb',"span_id":' + _S
-    + rb',"parent_span_id":(?:null|' + _S + rb'),"layer":' + _Q + rb',"boundary":' + _Q + rb',"slug":' + _Q
-    + rb',"demo":' + _S + rb',"ts":' + _Q + rb',"mono_ns":(' + _INT + rb'),"duration_ms":(?:null|' + _INT + rb')'
-    + rb',"outcome":' + _Q
-    + rb',"edge_headers":\{'
-)  # fmt: skip
+    rb"\{" + b",".join(b'"%s":%s' % (f.encode(), _FIELD_PATTERNS[f]) for f in _HEAD_FIELDS) + rb',"edge_headers":\{'
+)
+#: The fields ``Folder`` unpacks from ``_CANONICAL``'s groups, in this order (the
+#: schema's): checked here, as a schema that reordered them would feed it wrong fields.
+_FOLDED = ("test_id", "layer", "boundary", "slug", "ts", "mono_ns", "outcome")
+if tuple(f for f in _HEAD_FIELDS if re.compile(_FIELD_PATTERNS[f]).groups) != _FOLDED:
+    raise ImportError(f"the schema's envelope head {_HEAD_FIELDS} no longer gives scan._FOLDED in order")
+#: What ``find`` looks for: what ``_CANONICAL`` matches first, up to the test id's quote.
+_HEAD = b'{"%s":%s,"%s":"' % (_HEAD_FIELDS[0].encode(), _FIELD_PATTERNS[_HEAD_FIELDS[0]], _HEAD_FIELDS[1].encode())
+_PREFIX, _JAVA_PREFIX = PREFIX.encode(), JAVA_PREFIX.encode()
+_PREFIX_LEN, _JAVA_PREFIX_LEN = len(_PREFIX), len(_JAVA_PREFIX)
 # The rest of an envelope that says nothing beyond its head (every SSE event): the
 # emitter's all-null edge headers, its metadata object, its usual tail. Checked so, with
 # a JSON parse of the small metadata only, the line is known to be valid JSON.
 _PLAIN_MIDDLE = b",".join(b'"%s":null' % k.encode() for k in EDGE_HEADERS) + b'},"metadata":'
-_PLAIN_END = b',"_metadata_dropped":false,"_truncated":false}'
+_PLAIN_END = b"," + b",".join(b'"%s":false' % k.encode() for k in ENVELOPE_FIELDS[-2:]) + b"}"
 
 
 def _is_object(raw: Any) -> bool:
@@ -53,16 +301,16 @@ def _is_object(raw: Any) -> bool:
 
 
 def _head(buf: Any, pos: int, le: int) -> tuple[int, tuple[bytes, ...], int] | None:
-    """(where the line's envelope starts, its seven fields, where the head ends) when the
-    envelope at ``pos`` is in the emitter's canonical layout, else None.
+    """(where the line's envelope starts, its ``_FOLDED`` fields, where the head ends)
+    when the envelope at ``pos`` is in the emitter's canonical layout, else None.
 
     Canonical: right after ``CVDIAG ``, ``CVDIAG_EVENT `` or at a line start, keys in
     wire order, compact, no escapes or control characters in the leading fields.
     """
-    if buf[pos - 7 : pos] == b"CVDIAG ":
-        ms = pos - 7
-    elif buf[pos - 13 : pos] == b"CVDIAG_EVENT ":
-        ms = pos - 13
+    if buf[pos - _PREFIX_LEN : pos] == _PREFIX:
+        ms = pos - _PREFIX_LEN
+    elif buf[pos - _JAVA_PREFIX_LEN : pos] == _JAVA_PREFIX:
+        ms = pos - _JAVA_PREFIX_LEN
     elif pos == 0 or buf[pos - 1] == 10:
         ms = pos - 1 if pos else 0
     else:
@@ -71,8 +319,10 @@ def _head(buf: Any, pos: int, le: int) -> tuple[int, tuple[bytes, ...], int] | N
     return None if m is None else (ms, m.groups(), m.end())
 
 
-_TAIL_FALSE = b'"_truncated":false}'
-_TAILS = (_TAIL_FALSE, b'"_truncated":true}')
+_TAIL_FALSE = b'"%s":false}' % ENVELOPE_FIELDS[-1].encode()
+_TAILS = (_TAIL_FALSE, b'"%s":true}' % ENVELOPE_FIELDS[-1].encode())
+_TAIL_LEN = len(_TAIL_FALSE)
+_TAIL_ROOM = 40  # bytes searched for a tail followed by trailing spaces
 _FAILED = frozenset(o.encode() for o in FAILURE_OUTCOMES)
 _ABORTED, _COMPLETE, _ERROR, _BACKEND = 1, 2, 4, 8
 _TERMINAL_BITS = {
@@ -81,6 +331,13 @@ _TERMINAL_BITS = {
     b"backend.error.caught": _ERROR,
 }
 _MAX_SLUGS = 4
+_CV, _SV = MARKERS
+
+
+@functools.lru_cache(maxsize=4096)
+def _accounting(boundary: bytes) -> bool:
+    """``is_accounting`` of a boundary found as bytes (a log has a few dozen)."""
+    return is_accounting(boundary.decode("utf-8", "replace"))
 
 
 class Agg:
@@ -168,6 +425,7 @@ class Folder:
         self.only = only
         self.fold_aggs = fold_aggs
         self._head_only: dict[bytes, bool] = {}  # boundary -> may go to Evidence.add_head
+        self.parsed = 0  # lines read by the general parser, not the canonical head
 
     def _plain(self, boundary: bytes) -> bool:
         plain = self._head_only.get(boundary)
@@ -204,7 +462,7 @@ class Folder:
         agg.events += 1
         if outcome in _FAILED:
             agg.failed = True
-        if boundary.startswith(b"cvdiag."):
+        if _accounting(boundary):
             return agg  # accounting: counted, but says nothing about layers or the terminal
         agg.layers.add(layer)
         if slug not in agg.slugs and len(agg.slugs) < _MAX_SLUGS:
@@ -225,13 +483,13 @@ class Folder:
         """Fold the lines of ``buf[start:end]``; ``start`` is 0 or the index of a newline."""
         end = len(buf) if end is None else end
         find = buf.find
-        counter = reader.LineCounter(buf, base_line)
+        counter = LineCounter(buf, base_line)
         evidence, owns, only, fold_aggs = self.evidence_cls, self.owns, self.only, self.fold_aggs
         fold = self.fold
         gap = start
         # The next marker at or after `gap`; a marker before the next match means a line
         # the regex did not take, handled by `_gap`. -1: no more markers in the range.
-        cv, sv = find(b"CVDIAG", start, end), find(b"schema_version", start, end)
+        cv, sv = find(_CV, start, end), find(_SV, start, end)
         pos = find(_HEAD, start, end)
         while pos >= 0:
             le = find(b"\n", pos, end)
@@ -251,11 +509,11 @@ class Folder:
                 self._gap(buf, gap, ms, name, counter, count_malformed)
             gap = le
             if cv < le:
-                cv = find(b"CVDIAG", le, end) if cv >= 0 else -1
+                cv = find(_CV, le, end) if cv >= 0 else -1
             if sv < le:
-                sv = find(b"schema_version", le, end) if sv >= 0 else -1
+                sv = find(_SV, le, end) if sv >= 0 else -1
             pos = nxt
-            if buf[le - 19 : le] != _TAIL_FALSE and not buf[le - 40 : le].rstrip().endswith(_TAILS):
+            if buf[le - _TAIL_LEN : le] != _TAIL_FALSE and not buf[le - _TAIL_ROOM : le].rstrip().endswith(_TAILS):
                 # Not the fixed tail: maybe cut, maybe trailing colour codes; the general parser decides.
                 self._line(buf, ms + 1 if buf[ms] == 10 else buf.rfind(b"\n", start, ms) + 1, le, name, counter,
                            count_malformed)  # fmt: skip
@@ -298,11 +556,11 @@ class Folder:
         if gap < end and (cv >= 0 or sv >= 0):
             self._gap(buf, gap, end, name, counter, count_malformed)
 
-    def _gap(self, buf: Any, lo: int, hi: int, name: str, counter: reader.LineCounter, count: bool) -> None:
+    def _gap(self, buf: Any, lo: int, hi: int, name: str, counter: LineCounter, count: bool) -> None:
         find, rfind = buf.find, buf.rfind
         pos = lo
         while pos < hi:
-            hits = [p for p in (find(b"CVDIAG", pos, hi), find(b"schema_version", pos, hi)) if p >= 0]
+            hits = [p for p in (find(_CV, pos, hi), find(_SV, pos, hi)) if p >= 0]
             if not hits:
                 return
             p = min(hits)
@@ -315,8 +573,9 @@ class Folder:
             self._line(buf, ls, le, name, counter, count)
             pos = le + 1
 
-    def _line(self, buf: Any, ls: int, le: int, name: str, counter: reader.LineCounter, count: bool) -> None:
-        kind, env = reader.parse_span(buf, ls, le)
+    def _line(self, buf: Any, ls: int, le: int, name: str, counter: LineCounter, count: bool) -> None:
+        self.parsed += 1
+        kind, env, _ = parse_span(buf, ls, le)
         if kind == MALFORMED:
             self._malformed(counter, name, ls, env, count)
         if kind != ENVELOPE:
@@ -336,6 +595,6 @@ class Folder:
         if ev is not None:
             ev.add(env)
 
-    def _malformed(self, counter: reader.LineCounter, name: str, offset: int, reason: str, count: bool) -> None:
+    def _malformed(self, counter: LineCounter, name: str, offset: int, reason: str, count: bool) -> None:
         if count:
             self.tally.add(lambda: f"{name}:{counter.at(offset)}", reason)

@@ -15,7 +15,7 @@ import contextlib
 import os
 import tempfile
 
-from cvdiag.read.reader import InputError, Source
+from cvdiag.read.sources import InputError, Source
 
 MAX_ENV = "CVDIAG_SPOOL_MAX_BYTES"
 _MAX_DEFAULT = 8 << 30

@@ -1,0 +1,255 @@
+"""Find and open the inputs: files (mmap'd whole), gzip files, stdin, FIFOs, directories.
+
+Every input comes out as buffers that end on a line boundary and never between the
+records of a split container line, whatever it is: a mapped file is one buffer, a
+stream is cut into blocks, with no line kept longer than ``parsing.MAX_LINE``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import mmap
+import os
+import stat
+import sys
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO
+
+from cvdiag.read import rejoin
+from cvdiag.read.parsing import MAX_LINE, PLACEHOLDER_CUT, PLACEHOLDER_LONG, TOO_LONG
+
+_BLOCK = 16 << 20  # streamed sources (stdin, gzip) are read in blocks this big
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class Source:
+    """One input: a file (mmap'd when possible), a gzip file, a FIFO, or stdin.
+
+    ``stream`` inputs (stdin, a FIFO such as ``<(zcat log.gz)``) can be read once only.
+    """
+
+    __slots__ = ("consumed", "identity", "name", "path", "stream")
+
+    def __init__(self, name: str, path: str | None, *, stream: bool = False) -> None:
+        self.name = name
+        self.path = path  # None for stdin
+        self.stream = stream or path is None
+        self.consumed = 0  # bytes read so far; ``--follow`` continues from here
+        self.identity: tuple[int, int] | None = None  # (st_dev, st_ino) of what was read
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for k, v in zip(self.__slots__, state, strict=True):
+            setattr(self, k, v)
+
+    @property
+    def followable(self) -> bool:
+        return self.path is not None and not self.stream and not self.path.endswith(".gz")
+
+    def size(self) -> int:
+        try:
+            return os.path.getsize(self.path) if self.path and not self.stream else 0
+        except OSError:
+            return 0
+
+    def blocks(self, read_size: int = _BLOCK) -> Iterator[Any]:
+        """Buffers that each end on a line boundary (the last may lack its newline).
+
+        A stream is read ``read_size`` bytes at a time (a file is mapped whole).
+        """
+        if self.path is None:
+            stdin = sys.stdin.buffer
+            if is_gzip(stdin):
+                with gzip.GzipFile(fileobj=stdin) as gz:
+                    yield from stream_blocks(gz, self.name, read_size)
+            else:
+                yield from stream_blocks(stdin, self.name, read_size)
+            return
+        with open(self.path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            self.identity = (st.st_dev, st.st_ino)
+            if is_gzip(fh):
+                with gzip.GzipFile(fileobj=fh) as gz:
+                    yield from stream_blocks(gz, self.name, read_size)
+                return
+            try:
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except (ValueError, OSError):  # empty file, pipe, or special file
+                for block in stream_blocks(fh, self.name, read_size):
+                    self.consumed += len(block)
+                    yield block
+                return
+            # ``--follow`` goes on from the last whole line: a line still being written
+            # (or a split container line still open) is read whole once it is done.
+            self.consumed = rejoin.held_back(mm, mm.rfind(b"\n") + 1)
+            try:
+                if hasattr(mm, "madvise"):
+                    mm.madvise(mmap.MADV_SEQUENTIAL)
+                yield mm
+            finally:
+                with contextlib.suppress(BufferError):  # a view is still held; the GC unmaps it
+                    mm.close()
+
+
+def is_gzip(fh: Any) -> bool:
+    """Whether the buffered binary input ``fh`` is gzip data, without consuming any of it.
+
+    By magic bytes, not by name: ``cat x.gz | cvdiag`` and misnamed files work too.
+    """
+    return fh.peek(2)[:2] == _GZIP_MAGIC
+
+
+def _read_block(fh: BinaryIO, size: int) -> tuple[bytes, BaseException | None]:
+    """Up to ``size`` bytes, and the error that ended the input early, if one did.
+
+    A ``.gz`` is read in small pieces: a cut one raises on the read that meets the
+    cut, and one big read would lose everything it had decompressed before it.
+    """
+    if not isinstance(fh, gzip.GzipFile):
+        try:
+            return fh.read(size), None
+        except OSError as exc:
+            return b"", exc
+    parts: list[bytes] = []
+    n = 0
+    try:
+        while n < size:
+            part = fh.read1(size - n)
+            if not part:
+                break
+            parts.append(part)
+            n += len(part)
+    except (EOFError, OSError, zlib.error) as exc:
+        return b"".join(parts), exc
+    return parts[0] if len(parts) == 1 else b"".join(parts), None
+
+
+def stream_blocks(fh: BinaryIO, name: str, read_size: int = _BLOCK) -> Iterator[bytes]:
+    """The blocks of a stream read to its end (a cut end becomes a placeholder line)."""
+    lines = LineBlocks(name)
+    while True:
+        chunk, error = _read_block(fh, read_size)
+        yield from lines.feed(chunk)
+        if error is not None:
+            print(f"cvdiag: {name} is cut: read what it held ({error})", file=sys.stderr)
+            yield from lines.end(cut=True)
+            return
+        if not chunk:
+            yield from lines.end()
+            return
+
+
+class LineBlocks:
+    """Cuts a byte stream, fed in chunks, into blocks that end on a line boundary and
+    not between the records of a split container line; no line is kept longer than
+    ``MAX_LINE``: the rest of it is skipped as it streams by, so memory stays bounded
+    whatever the input (an endless line is one malformed line)."""
+
+    __slots__ = ("carry", "name", "skipping", "warned")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.carry = b""  # the start of a line not complete yet
+        self.skipping = False  # inside an over-long line: dropping bytes up to its newline
+        self.warned = False
+
+    def feed(self, chunk: bytes) -> Iterator[bytes]:
+        if self.skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                return
+            self.skipping = False
+            chunk = chunk[nl + 1 :]
+        if not chunk:
+            return
+        buf = self.carry + chunk if self.carry else chunk
+        end = buf.rfind(b"\n") + 1
+        if len(buf) - end > MAX_LINE:  # the last line is longer than any line kept
+            self.carry, self.skipping = b"", True
+            self._warn()
+            yield buf[:end] + PLACEHOLDER_LONG + b"\n"
+            return
+        # A block ends on a line boundary, and not between the records of a split line.
+        cut = rejoin.held_back(buf, end) if end else 0
+        if len(buf) - cut > MAX_LINE:  # never hold back more than a line's worth
+            cut = end
+        self.carry = buf[cut:]
+        if cut:
+            yield buf[:cut]
+
+    def end(self, *, cut: bool = False) -> Iterator[bytes]:
+        """The last block: the line still open (its newline never came), then the
+        placeholder of a cut input."""
+        carry, self.carry = self.carry, b""
+        if cut:
+            yield carry + (b"\n" if carry else b"") + PLACEHOLDER_CUT + b"\n"
+        elif carry:
+            yield carry
+
+    def _warn(self) -> None:
+        """Says so at once: on an endless input no end-of-run note would ever come."""
+        if not self.warned:
+            self.warned = True
+            print(f"cvdiag: {self.name}: a {TOO_LONG}; skipping to its end", file=sys.stderr)
+
+
+class InputError(Exception):
+    """A path that cannot be read; the CLI reports it and exits 1."""
+
+
+def resolve_sources(paths: Iterable[str]) -> list[Source]:
+    """Files as given, directories walked recursively in name order, ``-`` for stdin.
+
+    Inside a directory only regular files are read: a FIFO would block forever, a
+    device never ends, a dangling symlink (a deleted pod's log) cannot be opened; each
+    is skipped with a note. Named on the command line, a FIFO or socket is read as a
+    stream (process substitution hands one over); a device is refused.
+    """
+    sources: list[Source] = []
+    for p in paths:
+        if p == "-":
+            sources.append(Source("<stdin>", None))
+        elif os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                for f in sorted(files):
+                    path = os.path.join(root, f)
+                    why = _not_readable(path, inside_directory=True)
+                    if why is None:
+                        sources.append(Source(path, path))
+                    else:
+                        print(f"cvdiag: skipped {path}: {why}", file=sys.stderr)
+        else:
+            why = _not_readable(p, inside_directory=False)
+            if why is not None:
+                raise InputError(f"cannot read {p}: {why}")
+            sources.append(Source(p, p, stream=not stat.S_ISREG(os.stat(p).st_mode)))
+    return sources
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))  # fmt: skip
+
+
+def _not_readable(path: str, *, inside_directory: bool) -> str | None:
+    """Why ``path`` is not read, or None when it is."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "no such file or directory"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISREG(mode):
+        return None if os.access(path, os.R_OK) else "permission denied"
+    for test, kind in _KINDS:
+        if test(mode):
+            if inside_directory:
+                return f"{kind}, not a regular file"
+            if kind.endswith("device"):
+                return f"{kind}, not a log file"
+            return None
+    return "not a regular file"
