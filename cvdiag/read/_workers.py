@@ -9,6 +9,7 @@ the loaded modules come for free.
 from __future__ import annotations
 
 import os
+import signal
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -44,8 +45,18 @@ def run_parts(work: Callable[[Any], _Result], shares: Iterable[Any], jobs: int) 
     """``work`` of each share in ``jobs`` forked processes, results in the shares' order."""
     import multiprocessing  # only here: it costs start-up time
 
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    with multiprocessing.get_context("fork").Pool(jobs, initializer=_end_on_sigterm) as pool:
         return pool.map(work, shares)
+
+
+def _end_on_sigterm() -> None:
+    """A worker ends at once on SIGTERM, which the pool sends to stop idle workers.
+
+    The command's own SIGTERM handler (inherited through fork) raises in Python code, and
+    a signal that lands just before a worker blocks on the pool's task lock is never
+    handled: the worker waits for that lock forever and the command hangs at its end.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def files_end(sources: list[Source]) -> float | None:
