@@ -1,0 +1,108 @@
+"""Worker processes for ``tests``: which share of the inputs each one reads, and running them.
+
+A share is either a byte range of every buffer (aggregates merge, so any line may go to
+any worker) or every line of the tests whose id hashes to the worker (a diagnosis needs
+all of a test's envelopes in one process). Workers are forked, so the mapped files and
+the loaded modules come for free.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import zlib
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from cvdiag.read import scan
+from cvdiag.read.sources import Source, is_gzip
+
+# Below this much input a second process costs more than it saves.
+PARALLEL_MIN_BYTES = int(os.environ.get("CVDIAG_PARALLEL_MIN_BYTES", 64 << 20))
+
+_Result = TypeVar("_Result")
+
+
+def worth_splitting(sources: list[Source], jobs: int) -> bool:
+    """Whether ``jobs`` processes pay off: only regular files can be mapped by each, and
+    only big inputs repay the start of another process."""
+    return (
+        jobs > 1
+        and all(not s.stream and not _is_gzip_file(s.path or "") for s in sources)
+        and sum(s.size() for s in sources) >= PARALLEL_MIN_BYTES
+    )
+
+
+def _is_gzip_file(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return is_gzip(fh)
+    except OSError:
+        return True  # unreadable: let the single-process path report it
+
+
+def run_parts(work: Callable[[Any], _Result], shares: Iterable[Any], jobs: int) -> list[_Result]:
+    """``work`` of each share in ``jobs`` forked processes, results in the shares' order."""
+    import multiprocessing  # only here: it costs start-up time
+
+    with multiprocessing.get_context("fork").Pool(jobs, initializer=_end_on_sigterm) as pool:
+        return pool.map(work, shares)
+
+
+def _end_on_sigterm() -> None:
+    """A worker ends at once on SIGTERM, which the pool sends to stop idle workers.
+
+    The command's own SIGTERM handler (inherited through fork) raises in Python code, and
+    a signal that lands just before a worker blocks on the pool's task lock is never
+    handled: the worker waits for that lock forever and the command hangs at its end.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def files_end(sources: list[Source]) -> float | None:
+    """The latest ``ts`` near the end of the inputs: every worker must judge "still
+    running" against the same end of the log, not the end of its own share."""
+    ends = []
+    for src in sources:
+        for buf in src.blocks():
+            t = scan.tail_ts(buf)
+            if t is not None:
+                ends.append(t)
+    return max(ends) if ends else None
+
+
+def owner(part: int, parts: int) -> Callable[[bytes], bool]:
+    """Whether a test id belongs to worker ``part``: a hash, so no worker needs a list."""
+    return lambda tid: zlib.crc32(tid) % parts == part
+
+
+def byte_ranges(buf: Any, parts: int) -> list[tuple[int, int]]:
+    """``parts`` slices of ``buf`` that start at 0 or at a newline (which a bare line needs)."""
+    n = len(buf)
+    cuts = [0]
+    for k in range(1, parts):
+        nl = buf.find(b"\n", max(cuts[-1], n * k // parts))
+        if nl > cuts[-1]:
+            cuts.append(nl)
+    return list(zip(cuts, [*cuts[1:], n], strict=True))
+
+
+def fold_share(
+    folder: scan.Folder, sources: list[Source], part: int, parts: int, by_range: bool,
+    progress: Callable[[int], None] | None, *, count: bool,
+) -> None:  # fmt: skip
+    """Fold worker ``part``'s byte range of every buffer (``by_range``), or every buffer
+    whole (the folder's ``owns`` then picks the tests); ``count``: tally malformed lines."""
+    for src in sources:
+        base = 1
+        for buf in src.blocks():
+            shares = byte_ranges(buf, parts) if by_range else [(0, len(buf))]
+            if by_range and part >= len(shares):  # a buffer too small to split
+                continue
+            lo, hi = shares[part if by_range else 0]
+            for a, b in scan.windows(buf, lo, hi):
+                folder.buffer(buf, src.name, a, b, count_malformed=count, base_line=base)
+                if progress is not None:
+                    progress(b - a)
+            if isinstance(buf, bytes):
+                base += buf.count(b"\n")

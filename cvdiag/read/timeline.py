@@ -1,0 +1,147 @@
+"""One test's timeline: its envelopes, legacy breadcrumbs and (optionally) app log lines, in time order.
+
+Only lines holding the test id's bytes are parsed (a plain ``find``), so looking one test
+up in a big log costs little more than ``grep -F``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from cvdiag.contract.timestamps import line_ts, ts_seconds
+from cvdiag.read import parsing, scan
+from cvdiag.read.jsonout import dumps
+from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, NOTHING, Tally
+from cvdiag.read.sources import Source
+
+
+class Entry:
+    """One row of a timeline: an envelope, a legacy breadcrumb, or an app log line."""
+
+    __slots__ = ("data", "key", "kind", "source")
+
+    def __init__(self, key: tuple[float, int, int], kind: str, data: Any, source: str) -> None:
+        self.key = key
+        self.kind = kind  # "envelope" | "breadcrumb" | "log"
+        self.data = data  # envelope dict, breadcrumb dict, or the log line's text
+        self.source = source
+
+
+class Timeline:
+    """One test's entries in time order; ``candidates`` are the ids the prefix matched."""
+
+    __slots__ = ("candidates", "entries", "log_end", "tally", "test_id")
+
+    def __init__(self, test_id: str | None, candidates: list[str], tally: Tally, log_end: float | None) -> None:
+        self.test_id = test_id
+        self.entries: list[Entry] = []
+        self.candidates = candidates  # more than one and none equal to the prefix: ambiguous
+        self.tally = tally
+        self.log_end = log_end
+
+    @property
+    def envelopes(self) -> list[dict[str, Any]]:
+        return [e.data for e in self.entries if e.kind == "envelope"]
+
+
+def timeline(sources: list[Source], prefix: str, *, with_logs: bool = False) -> Timeline:
+    """Every entry of the test whose id is ``prefix`` or starts with it, in time order.
+
+    ``candidates`` lists the matching ids; more than one (none equal to ``prefix``) means
+    the prefix is ambiguous and ``entries`` is empty.
+    """
+    tally = Tally()
+    ends: list[float] = []
+    found: dict[str, list[Entry]] = {}
+    logs: list[Entry] = []
+    for tid, entry in entries_for(sources, prefix, with_logs=with_logs, tally=tally, ends=ends):
+        if entry.kind == "log":
+            logs.append(entry)
+        elif tid.startswith(prefix):
+            found.setdefault(tid, []).append(entry)
+        elif with_logs:  # another test's line that mentions this id: still a log line
+            logs.append(Entry(entry.key, "log", dumps(entry.data).decode(), entry.source))
+    log_end = max(ends) if ends else None
+    ids = sorted(found)
+    if prefix in found:
+        ids = [prefix]
+    tl = Timeline(ids[0] if len(ids) == 1 else None, candidates=ids, tally=tally, log_end=log_end)
+    if tl.test_id is not None:
+        entries = _unique(found[tl.test_id]) + logs
+        entries.sort(key=lambda e: e.key)
+        tl.entries = entries
+    return tl
+
+
+def entries_for(
+    sources: list[Source], needle: str, *, with_logs: bool, tally: Tally, ends: list[float] | None = None
+) -> Iterator[tuple[str, Entry]]:
+    """(test_id, entry) for every line of ``sources`` that holds ``needle``.
+
+    Lines with no time of their own inherit the previous line's place in their file.
+    """
+    seq = 0
+    for src in sources:
+        key = (0.0, 0, 0)
+        for buf in src.blocks():
+            if ends is not None:
+                t = scan.tail_ts(buf)
+                if t is not None:
+                    ends.append(t)
+            counter = scan.LineCounter(buf)
+            for ls, le in scan.lines_with(buf, needle.encode()):
+                if le - ls > parsing.MAX_LINE:
+                    tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", parsing.LONG_LINE)
+                    continue
+                raw = buf[ls:le]
+                kind, value = parsing.parse_line(raw)
+                seq += 1
+                if kind == ENVELOPE:
+                    key = (ts_seconds(value["ts"]), mono_ns(value), seq)
+                    yield value["test_id"], Entry(key, "envelope", value, src.name)
+                elif kind == BREADCRUMB:
+                    key = _placed(raw, key, seq)
+                    yield value["test_id"], Entry(key, "breadcrumb", value, src.name)
+                elif kind == MALFORMED:
+                    tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", value)
+                elif kind == NOTHING and with_logs:
+                    text, _ = parsing.unwrap(raw)
+                    key = _placed(raw, key, seq)
+                    yield "", Entry(key, "log", text.decode("utf-8", "replace"), src.name)
+
+
+def mono_ns(env: dict[str, Any]) -> int:
+    """The envelope's ``mono_ns``, 0 when it is missing or not an integer (it only breaks ties)."""
+    mono = env.get("mono_ns")
+    return mono if isinstance(mono, int) and not isinstance(mono, bool) else 0
+
+
+def _placed(raw: bytes, previous: tuple[float, int, int], seq: int) -> tuple[float, int, int]:
+    """A line's place by the time it shows (its wrapper's, else the first in its text)."""
+    text, wrapper_ts = parsing.unwrap(raw)
+    t = None
+    if wrapper_ts:
+        t = line_ts(wrapper_ts)
+    if t is None:
+        t = line_ts(text[:200].decode("utf-8", "replace"))
+    return (t, 0, seq) if t is not None else (previous[0], previous[1], seq)
+
+
+def identity(env: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two lines one envelope written twice (stdout and the file sink both given)."""
+    return (env.get("span_id"), env["boundary"], env["ts"], str(env.get("mono_ns")))
+
+
+def _unique(entries: list[Entry]) -> list[Entry]:
+    """Drops repeats of one envelope, as when stdout and the file sink are both given."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for e in entries:
+        if e.kind == "envelope":
+            key = identity(e.data)
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(e)
+    return out
