@@ -30,7 +30,8 @@ def parse_ts(ts: str) -> float:
 
 #: Every ``YYYY-MM-DDTHH:MM:SS`` (UTC) met, as epoch seconds and as the start of an
 #: ``order_key``: the one per-second cache (each reader takes the form it adds to).
-_SECONDS: dict[str, tuple[float, int]] = {}
+#: The scan, which reads bytes, finds a second under its bytes as well.
+_SECONDS: dict[str | bytes, tuple[float, int]] = {}
 _MAX_SECONDS = 100_000  # more than a day of seconds; past it the cache starts again
 _WHOLE_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", re.ASCII)
 
@@ -71,12 +72,18 @@ def canonical_ts(ts: bytes) -> bytes:
     ValueError for a ts that is not a time.
     """
     if len(ts) == 24 and ts[19] == 46 and ts[23] == 90 and ts[20:23].isdigit():  # ".", "Z"
+        raw_second = ts[:19]
+        if raw_second in _SECONDS:  # the scan's case: no decoding on the hot path
+            return ts
         try:
-            second = ts[:19].decode()
+            second = raw_second.decode()
         except UnicodeDecodeError:
             second = ""  # no second: the full parse below raises
-        if second not in _SECONDS and _read_second(second) is None:
+        entry = _SECONDS.get(second) or _read_second(second)
+        if entry is None:
             ts_seconds(ts.decode())  # another shape: parsed in full, to raise if it is no time
+        elif len(_SECONDS) < _MAX_SECONDS:
+            _SECONDS[raw_second] = entry  # the same second under its bytes, for the next line
         return ts
     t = ts_seconds(ts.decode("utf-8", "replace"))
     return (datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z").encode()
