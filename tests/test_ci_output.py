@@ -91,7 +91,7 @@ def test_github_format_escapes_what_would_break_the_command(tmp_path: Path) -> N
 
 
 def test_github_property_escaping_follows_the_toolkit() -> None:
-    from cvdiag.face.ci import github_data, github_property
+    from cvdiag.face._ci import github_data, github_property
 
     assert github_property("a:b,c%d\r\n") == "a%3Ab%2Cc%25d%0D%0A"
     assert github_data("a:b,c%d\r\n\x1b") == "a:b,c%25d%0D%0A\\x1b"

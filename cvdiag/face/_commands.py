@@ -99,7 +99,7 @@ def _ci_out(
 ) -> int:
     import shlex
 
-    from cvdiag.face import ci
+    from cvdiag.face import _ci as ci
 
     if fmt == "github":
         for line in ci.github_annotations(rows, verdicts):
@@ -373,7 +373,7 @@ def report(args: argparse.Namespace) -> int:
 
 def demo(argv: list[str]) -> int:
     try:
-        from cvdiag.face.demo import main as demo_main
+        from cvdiag.face._demo import main as demo_main
     except ImportError:
         print("cvdiag: demo not available", file=sys.stderr)
         return NOTHING_EXIT

@@ -170,7 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # (pytester) or an application that instrumented itself is not undone by us.
     config.stash[_INSTALLED] = instrument_httpx()
     if config.getoption("cvdiag_report"):
-        from cvdiag.pytest_plugin.report import SessionReport
+        from cvdiag.pytest_plugin._report import SessionReport
 
         config.stash[_REPORT] = SessionReport(config.getoption("cvdiag_report"))
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from cvdiag.read import _workers, scan
 from cvdiag.read._evidence_budget import diagnose_share
-from cvdiag.read.merge import merged
+from cvdiag.read._merge import merged
 from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import Source
 from cvdiag.read.timeline import Entry, Timeline, identity, timeline
