@@ -23,6 +23,7 @@ import cvdiag.diagnosis
 from cvdiag.contract.timestamps import parse_ts
 from cvdiag.diagnosis import CLASSES, Diagnosis, Evidence, Thresholds, classify, diagnose
 from cvdiag.diagnosis.rules import RULES
+from cvdiag.testing import envelope
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
@@ -45,21 +46,9 @@ def _records(*names: str) -> list[dict]:
 
 
 def _envelope(boundary: str, t: float, metadata: dict | None = None, **fields) -> dict:
-    """A minimal envelope at ``t`` seconds after 10:00:00 (what a reader parses)."""
-    seconds = f"{t:06.3f}"
-    env = {
-        "schema_version": 1,
-        "test_id": "t-1",
-        "layer": boundary.split(".", 1)[0],
-        "boundary": boundary,
-        "ts": f"2026-11-21T10:00:{seconds}Z",
-        "mono_ns": int(t * 1e9),
-        "outcome": "info",
-        "edge_headers": {},
-        "metadata": metadata or {},
-    }
-    env.update(fields)
-    return env
+    """An envelope at ``t`` seconds after 10:00:00 (unless ``fields`` name ts and mono_ns)."""
+    at = {"ts": f"2026-11-21T10:00:{t:06.3f}Z", "mono_ns": int(t * 1e9)}
+    return envelope(boundary, metadata=metadata or {}, **(at | fields))
 
 
 # -- accuracy on the corpus ------------------------------------------------------------------

@@ -373,18 +373,11 @@ def test_cvdiag_log_files_join_the_failure_timeline(pytester: pytest.Pytester) -
     pytester.makepyfile(
         f"""
         import json
-        from datetime import datetime, timezone
+
+        from cvdiag.testing import envelope as make_envelope
 
         def envelope(test_id, boundary, metadata):
-            ts = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-            return {{
-                "schema_version": 1, "test_id": test_id, "trace_id": test_id, "span_id": "0123456789abcdef",
-                "parent_span_id": None, "layer": "backend", "boundary": boundary, "slug": "server",
-                "demo": "default", "ts": ts, "mono_ns": 1, "duration_ms": None, "outcome": "err",
-                "edge_headers": {{k: None for k in ("cf-ray", "cf-mitigated", "cf-cache-status", "x-railway-edge",
-                    "x-railway-request-id", "x-hikari-trace", "retry-after", "via", "server")}},
-                "metadata": metadata, "_metadata_dropped": False, "_truncated": False,
-            }}
+            return make_envelope(boundary, test_id=test_id, slug="server", outcome="err", metadata=metadata)
 
         def test_server_side_failure(cvdiag_test_id):
             with open({str(log)!r}, "a") as fh:

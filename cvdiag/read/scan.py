@@ -401,7 +401,7 @@ class Folder:
     class, into diagnosis evidence (``evidence``), which needs every envelope parsed
     except those whose head says it all (``Evidence.add_head``: most of a log).
 
-    Evidence costs about 1.7 KB per test, so at most ``budget`` tests get one per
+    Evidence costs about 1.3 KB per test, so at most ``budget`` tests get one per
     pass: a test first seen when the budget is spent is ``deferred`` whole, for a later
     pass that reads only those ids (``only``) and skips the aggregates (``fold_aggs``).
     """
