@@ -1,6 +1,6 @@
 """Diagnose every test of a log in bounded memory: at most a budget of tests' evidence at once.
 
-Evidence is what ``classify`` needs of a test (about 1.3 KB, measured by tracemalloc over the corpus). A log with more tests than
+Evidence is what ``classify`` needs of a test (about 1.3 KB). A log with more tests than
 the budget costs another pass over the inputs for those left over, not more memory.
 """
 
