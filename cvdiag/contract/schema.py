@@ -276,8 +276,12 @@ def lookup(name: str) -> Boundary | None:
     return _registry.get(name)
 
 
+#: Boundaries cvdiag writes about itself (drops, collisions), not about a request.
+ACCOUNTING_PREFIX = "cvdiag."
+
+
 def is_accounting(name: str) -> bool:
-    return name.startswith("cvdiag.")
+    return name.startswith(ACCOUNTING_PREFIX)
 
 
 def register_boundary(

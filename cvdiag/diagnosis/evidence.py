@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from sys import intern
 from typing import Any
 
-from cvdiag.contract.schema import FAILURE_OUTCOMES, LAYERS
+from cvdiag.contract.schema import ACCOUNTING_PREFIX, FAILURE_OUTCOMES, LAYERS
 from cvdiag.contract.timestamps import key_seconds, order_key
 from cvdiag.diagnosis._convert import EMPTY, as_float, as_int, as_mapping, as_name, as_text
 from cvdiag.diagnosis._picks import Pick, earlier, earliest, later, latest, value_of
@@ -268,7 +268,7 @@ class Evidence:
             self.boundary_counts = [*self.boundary_counts, 1]  # exact size: append over-allocates
         else:
             self.boundary_other += 1
-        if boundary.startswith("cvdiag."):  # schema.is_accounting, inlined: this runs for every envelope
+        if boundary.startswith(ACCOUNTING_PREFIX):  # is_accounting inlined: this runs per envelope
             return None  # accounting: counted in the histogram, says nothing about the test
         layer = _LAYER_OF.get(layer) if type(layer) is str else None
         if layer is None:
