@@ -97,11 +97,13 @@ def reset() -> None:
     ``cvdiag.metadata_dropped``), a pending strict-mode error, the LLM retry memory and
     the heartbeat thread. The configuration, the sinks, registered boundaries and LLM
     endpoints and httpx instrumentation stay (undo those with their own calls)."""
-    emitter.state.reset()
+    # What can still write a line goes first (a heartbeat, a call the collector let go,
+    # ending now): counted before the zeroing, never after it.
+    scheduler.stop()
     llm_capture = sys.modules.get("cvdiag.write._llm_capture")
     if llm_capture is not None:  # not imported: no HTTP call was ever recognised
         llm_capture.memory.reset()
-    scheduler.stop()
+    emitter.state.reset()
 
 
 #: Every field in wire order, holding what an emitter writes when nobody set it; the

@@ -3,6 +3,8 @@ reset() makes a test count from zero."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -106,3 +108,71 @@ def test_reset_stops_the_heartbeat_thread_and_the_next_call_starts_one():
         threading.Event().wait(0.05)
     assert len(heartbeat_threads()) == 1
     assert any(e["boundary"] == "backend.llm.call.heartbeat" for e in envelopes)
+
+
+def test_reset_counts_from_zero_even_when_a_call_the_collector_let_go_ends_during_it():
+    """A body the previous test never closed is ended by ``reset()``: its line is counted
+    before the zeroing, so the next test still starts at zero."""
+    import gc
+
+    import httpx
+
+    from cvdiag.write import _llm_capture as llm_capture
+    from cvdiag.write.context import new_context
+    from cvdiag.write.llm_routes import LLMRoute
+
+    with capture(tier="verbose"):
+        lost = llm_capture.Exchange(
+            LLMRoute("openai", "chat.completions", "m", True), new_context(test_id="t"), None, 0
+        )
+        lost.start()
+        body = llm_capture._observed_types(httpx.Client)[0](object(), lost)
+        body.cycle = body  # only the cyclic collector finds it, unclosed
+        del body, lost
+        gc.collect()
+        reset()
+        cvdiag.flush()
+        assert {k: v for k, v in cvdiag.stats().items() if v} == {}
+
+
+def test_reset_keeps_the_llm_heartbeat_interval_the_app_configured():
+    from cvdiag.write import _llm_capture as llm_capture
+
+    cvdiag.instrument_httpx(heartbeat_s=2)
+    try:
+        reset()
+        assert llm_capture.memory.heartbeat_s == 2.0
+    finally:
+        cvdiag.uninstrument_httpx()
+
+
+_RACE = """
+import itertools, threading, time
+import cvdiag
+from cvdiag.write import emitter
+from cvdiag.write.sinks import MemorySink
+
+sink = MemorySink()
+emitter.add_sink(sink)
+cvdiag.configure(enabled=True, tier="default", stdout=False, environ={})
+made = (f"proc-{i}" for i in itertools.count(1))
+
+def slow_new_test_id():  # a thread switch while the id is being made
+    value = next(made)
+    time.sleep(0.05)
+    return value
+
+emitter.new_test_id = slow_new_test_id
+threads = [threading.Thread(target=cvdiag.emit, args=("cvdiag.queue_dropped", {"_dropped_count": 1})) for _ in range(2)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+cvdiag.emit("cvdiag.queue_dropped", {"_dropped_count": 1})
+cvdiag.flush()
+print(sorted(e["test_id"] for e in sink.envelopes()))
+"""
+
+
+def test_two_threads_agree_on_the_process_test_id_of_accounting_lines():
+    # A fresh process: outside pytest, where the plugin binds each test's own context.
+    out = subprocess.run([sys.executable, "-c", _RACE], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['proc-1', 'proc-1', 'proc-1']"

@@ -75,11 +75,11 @@ class _Memory:
         self.let_go_later: deque[Exchange] = deque()
 
     def reset(self) -> None:
-        """End the calls the collector let go, forget failed attempts, default heartbeats."""
+        """End the calls the collector let go and forget failed attempts. The heartbeat
+        interval is configuration (``instrument_httpx(heartbeat_s=)``): it stays."""
         _end_let_go()
         with self.lock:
             self.failed_before.clear()
-        self.heartbeat_s = DEFAULT_HEARTBEAT_S
 
     def attempt(self, key: RetryKey) -> int:
         """How many attempts of this request failed before (0 for the first)."""

@@ -108,6 +108,7 @@ class _EmitterState:
         "counters",
         "drops_lock",
         "drops_reported",
+        "id_lock",
         "pending_errors",
         "process_test_id",
         "reported_drops",
@@ -129,6 +130,7 @@ class _EmitterState:
         self.sensitive_boundaries: dict[str, bool] = {}
         #: The test id of accounting lines written outside any request.
         self.process_test_id: str | None = None
+        self.id_lock = threading.Lock()
         self.drops_lock = threading.Lock()
         #: ``writer.dropped`` as of the last ``cvdiag.queue_dropped`` envelope.
         self.drops_reported = 0
@@ -147,6 +149,14 @@ class _EmitterState:
         self.reported_drops.clear()
         self.sensitive_boundaries.clear()
         self.process_test_id = None
+
+    def mint_process_test_id(self) -> str:
+        """The process test id, made once even when two threads ask for it together
+        (the writer's ``cvdiag.queue_dropped`` and a caller's line, say)."""
+        with self.id_lock:
+            if self.process_test_id is None:
+                self.process_test_id = new_test_id()
+            return self.process_test_id
 
 
 def _on_sink_error(exc: BaseException) -> None:
@@ -440,9 +450,7 @@ def _emit(
     if ctx is not None:
         test_id, trace_id, demo = ctx.test_id, ctx.trace_id, ctx.demo
     elif accounting:
-        if state.process_test_id is None:
-            state.process_test_id = new_test_id()
-        test_id = trace_id = state.process_test_id
+        test_id = trace_id = state.process_test_id or state.mint_process_test_id()
         demo = "default"
     else:
         test_id = trace_id = new_test_id()
