@@ -369,6 +369,14 @@ def test_a_small_evidence_budget_takes_more_passes_not_other_answers(log: Path) 
     assert {v["test_id"]: v["class"] for v in json.loads(every.out)}[TID_ABORT] == "client-disconnect"
 
 
+@pytest.mark.parametrize("budget", ["0", "-5", "many"])
+def test_an_evidence_budget_below_one_or_not_a_number_still_answers(log: Path, budget: str) -> None:
+    # A budget of 0 used to pass over the log forever; "many" crashed at import.
+    r = run("tests", "--json", log, env={"CVDIAG_EVIDENCE_BUDGET": budget}, timeout=60)
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == json.loads(run("tests", "--json", log).out)
+
+
 def test_a_directory_of_many_files_is_read_without_holding_them_all_open(tmp_path: Path) -> None:
     envs = happy()
     for i in range(80):

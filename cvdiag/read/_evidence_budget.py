@@ -15,7 +15,19 @@ from cvdiag.read._workers import fold_share, owner
 from cvdiag.read.sources import Source
 
 #: Tests whose diagnosis evidence one process holds at a time (about 70 MB at most).
-EVIDENCE_BUDGET = int(os.environ.get("CVDIAG_EVIDENCE_BUDGET", 40_000))
+DEFAULT_EVIDENCE_BUDGET = 40_000
+
+
+def _budget(raw: str | None) -> int:
+    """Tests diagnosed per pass: at least one (a budget of 0 never finished), the
+    default when ``CVDIAG_EVIDENCE_BUDGET`` is not a number."""
+    try:
+        return max(1, int(raw)) if raw is not None else DEFAULT_EVIDENCE_BUDGET
+    except ValueError:
+        return DEFAULT_EVIDENCE_BUDGET
+
+
+EVIDENCE_BUDGET = _budget(os.environ.get("CVDIAG_EVIDENCE_BUDGET"))
 
 
 def evidence_class() -> Any:
