@@ -160,6 +160,16 @@ LLM_APIS: tuple[str, ...] = (
     "other",
 )
 LLM_SOURCES: tuple[str, ...] = ("http", "scope")
+#: The HTTP client library that carried an LLM call (section 3, "More keys on LLM lines").
+LLM_CLIENTS: tuple[str, ...] = ("httpx", "httpx2", "aiohttp", "urllib3", "http.client")
+#: Where a tool call was seen, and how a failed one failed (section 3, "Tool calls").
+TOOL_SOURCES: tuple[str, ...] = ("wire", "mcp", "hook", "scope")
+TOOL_ERROR_KINDS: tuple[str, ...] = ("raised", "reported", "protocol", "transport", "timeout")
+#: tool_names holds at most this many names, each cut to LLM_TEXT_MAX_CHARS.
+TOOL_NAMES_MAX = 8
+#: error_excerpt of a failed tool call, and error_message on agent.exit, are cut to these.
+TOOL_EXCERPT_MAX_CHARS = 256
+AGENT_ERROR_MESSAGE_MAX_CHARS = 256
 #: error_type and request_id are cut to this many characters.
 LLM_TEXT_MAX_CHARS = 64
 #: The integers a JSON line can carry (orjson's: signed and unsigned 64-bit). A log or a
@@ -167,7 +177,7 @@ LLM_TEXT_MAX_CHARS = 64
 JSON_INT_MIN, JSON_INT_MAX = -(1 << 63), (1 << 64) - 1
 
 #: LLM calls seen at the HTTP client (section 3, extension): keys of start and response.
-_LLM_CALL_KEYS = ("source", "api", "stream", "attempt")
+_LLM_CALL_KEYS = ("source", "api", "stream", "attempt", "client")
 #: ... and of the response only.
 _LLM_RESPONSE_KEYS = (
     "http_status",
@@ -176,13 +186,26 @@ _LLM_RESPONSE_KEYS = (
     "request_id",
     "output_chars",
     "chunks",
+    "tool_calls",
+    "tool_names",
+    "output_valid",
 )
+#: Tool calls (section 3, extension): keys of start and response.
+_TOOL_CALL_KEYS = ("tool_name", "call_id", "source", "server")
 
 # Extension keys (section 3) are listed with their boundary: they are optional.
 _BUILTIN: tuple[Boundary, ...] = (
     _b("backend.request.ingress", _V, "method", "path", "content_length", "inbound_test_id_adopted"),
     _b("backend.agent.enter", _D, "agent_name", "model_id"),
-    _b("backend.llm.call.start", _V, "provider", "model", "prompt_token_count_estimate", *_LLM_CALL_KEYS),
+    _b(
+        "backend.llm.call.start",
+        _V,
+        "provider",
+        "model",
+        "prompt_token_count_estimate",
+        "output_schema",
+        *_LLM_CALL_KEYS,
+    ),
     _b("backend.llm.call.heartbeat", _V, "elapsed_ms_since_start"),
     _b(
         "backend.llm.call.response",
@@ -202,7 +225,9 @@ _BUILTIN: tuple[Boundary, ...] = (
     _b("backend.sse.first_byte", _V, "delta_ms_from_ingress"),
     _b("backend.sse.event", _X, "event_type", "payload_size_bytes", "sequence_num"),
     _b("backend.sse.aborted", _D, "termination_kind", "bytes_before_abort"),
-    _b("backend.agent.exit", _D, "terminal_outcome", "total_duration_ms", "error_class"),
+    _b("backend.agent.exit", _D, "terminal_outcome", "total_duration_ms", "error_class", "error_message"),
+    _b("backend.tool.call.start", _V, *_TOOL_CALL_KEYS, "args_chars", "args_hash"),
+    _b("backend.tool.call.response", _V, *_TOOL_CALL_KEYS, "result_chars", "error_kind", "error_excerpt"),
     _b("backend.response.complete", _D, "http_status", "content_length", "total_duration_ms", "sse_event_count"),
     _b("backend.error.caught", _D, "exception_type", "message_scrubbed", "stack_brief", "truncated"),
     _b("probe.start", _V, "url", "viewport"),
@@ -249,7 +274,7 @@ CATALOG: Mapping[str, Boundary] = MappingProxyType({b.name: b for b in _BUILTIN 
 
 #: Tier promotion (section 3, extension): these boundaries are written at the default
 #: tier too when their outcome is a failure (failures are rare and are the evidence).
-PROMOTED_ON_FAILURE: frozenset[str] = frozenset({"backend.llm.call.response"})
+PROMOTED_ON_FAILURE: frozenset[str] = frozenset({"backend.llm.call.response", "backend.tool.call.response"})
 
 
 def written_at(boundary: Boundary, outcome: str | None) -> Tier:
