@@ -269,3 +269,16 @@ def test_a_non_blocking_stdout_pipe_is_waited_on_and_every_line_arrives_whole():
     names = [orjson.loads(line[7:])["metadata"]["agent_name"] for line in bytes(reader.data).splitlines()]
     assert [n.split("-")[0] for n in names] == [f"a{i}" for i in range(2000)]
     assert stderr.decode().split() == ["written", "2000", "failed", "0"]
+
+
+def test_a_file_ending_mid_line_gets_the_next_process_envelope_on_a_fresh_line(tmp_path: Path):
+    """A writer killed mid-write leaves a partial line; the next process starts a new one."""
+    log = tmp_path / "cvdiag.ndjson"
+    log.write_bytes(b'{"schema_version":"1.0","test_id":"torn-by-a-kil')
+    code = "import cvdiag; cvdiag.emit('backend.agent.enter', {'agent_name': 'next'}); cvdiag.flush()"
+    env = {**os.environ, "CVDIAG_ENABLED": "1", "CVDIAG_FILE": str(log), "CVDIAG_STDOUT": "0", "CVDIAG_ENV": "test"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    lines = log.read_bytes().split(b"\n")
+    assert lines[0] == b'{"schema_version":"1.0","test_id":"torn-by-a-kil'
+    assert orjson.loads(lines[1])["metadata"]["agent_name"] == "next"
+    assert lines[2:] == [b""]

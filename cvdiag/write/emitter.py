@@ -438,6 +438,7 @@ def _emit(
         return
     ctx = current_context()
     accounting = boundary.metadata is None
+    tier = settings.tier  # accounting lines: the global tier's cap
     if accounting:
         slug = ACCOUNTING_SLUG
     else:
@@ -477,7 +478,7 @@ def _emit(
         "_metadata_dropped": False,
         "_truncated": False,
     }
-    _pipeline.envelope(envelope, boundary, ENVELOPE_CAP_BYTES[settings.tier])
+    _pipeline.envelope(envelope, boundary, ENVELOPE_CAP_BYTES[tier])  # the slug's tier, not the global one
 
 
 def _report_drops() -> None:

@@ -107,6 +107,10 @@ class WholeLines:
         if error is not None:
             raise LinesLost(lost, error)
 
+    def start_fresh(self) -> None:
+        """The fd ends mid-line (another writer died mid-write): begin with a newline."""
+        self._torn = True
+
     def _cut(self, fd: int, n: int) -> bool:
         if self._cut_back is None:
             return False
@@ -179,7 +183,8 @@ class FileSink:
     Like ``logging.handlers.WatchedFileHandler``, the path is stat'ed before each batch
     and reopened when the file was removed or renamed (logrotate) — a new device or
     inode. A write that fails half-way (ENOSPC) is cut back to the last whole line, so
-    a partial line never glues onto the next one once space is freed.
+    a partial line never glues onto the next one once space is freed; a file found
+    ending mid-line (a writer killed mid-write) gets its next line on a fresh line.
     """
 
     def __init__(self, path: str) -> None:
@@ -213,6 +218,8 @@ class FileSink:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
         st = os.fstat(fd)
         self._fd, self._id = fd, (st.st_dev, st.st_ino)
+        if st.st_size and not _ends_with_newline(self.path):
+            self._lines.start_fresh()
         return fd
 
     def close(self) -> None:
@@ -220,6 +227,16 @@ class FileSink:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _ends_with_newline(path: str) -> bool:
+    """Whether a non-empty file's last byte ends a line (True when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) in (b"\n", b"")
+    except OSError:
+        return True
 
 
 def _cut_back(fd: int, n: int) -> None:
