@@ -300,13 +300,17 @@ class _Responder:
         if kind == "http.response.start":
             middleware = self.middleware
             self.status = message.get("status", 0)
-            headers = list(message.get("headers") or ())
+            given = message.get("headers") or ()
+            # The spec allows any iterable: read once, the list (not the spent iterator) goes on.
+            headers = list(given)
             picked = _pick(headers, middleware._wanted_response)
             self.declared_length = _content_length(picked.get(_CONTENT_LENGTH))
             self.is_sse = picked.get(_CONTENT_TYPE, b"").startswith(_EVENT_STREAM)
             self.edge = _edge_headers(picked)
             if middleware.echo_test_id and middleware.test_id_header not in picked:
                 headers.append((middleware.test_id_header, self.ctx.test_id.encode()))
+                message = {**message, "headers": headers}
+            elif not isinstance(given, list | tuple):
                 message = {**message, "headers": headers}
         elif kind == "http.response.body":
             body = message.get("body", b"")
