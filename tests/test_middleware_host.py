@@ -79,3 +79,141 @@ def test_headers_given_as_a_generator_when_the_app_echoes_the_id_itself():
     with capture("debug"), running_server(cvdiag.CvdiagMiddleware(app, slug="hdr")) as base:
         response = httpx.get(base + "/", headers={"x-test-id": "gen-own"})
     assert response.headers["x-app"] == "mine" and response.headers["x-test-id"] == "own"
+
+
+# -- item 3: a file sent by path (pathsend) or from a descriptor (zerocopy) -------------
+
+FILE_APP = textwrap.dedent(
+    """
+    import os
+    from starlette.applications import Starlette
+    from starlette.responses import FileResponse
+    from starlette.routing import Route
+
+    import cvdiag
+
+    async def report(request):
+        return FileResponse(os.environ["SERVED_FILE"], media_type="application/octet-stream")
+
+    app = cvdiag.CvdiagMiddleware(Starlette(routes=[Route("/file", report)]), slug="files")
+    """
+)
+
+
+def _read_lines(log) -> list[dict]:
+    return [orjson.loads(line) for line in log.read_bytes().splitlines() if line.strip()] if log.exists() else []
+
+
+def test_a_file_sent_by_pathsend_under_granian_ends_in_response_complete(tmp_path):
+    pytest.importorskip("granian")
+    served = tmp_path / "served.bin"
+    served.write_bytes(os.urandom(300_000))
+    (tmp_path / "fileapp.py").write_text(FILE_APP)
+    log = tmp_path / "cvdiag.ndjson"
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
+        "SERVED_FILE": str(served),
+        "CVDIAG_ENABLED": "1",
+        "CVDIAG_TIER": "verbose",
+        "CVDIAG_FILE": str(log),
+        "CVDIAG_STDOUT": "0",
+    }
+    granian = os.path.join(os.path.dirname(sys.executable), "granian")
+    command = [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    proc = subprocess.Popen([*command, "fileapp:app"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_serving(base, proc)
+        response = httpx.get(base + "/file", headers={"x-test-id": "pathsend-1"}, timeout=10)
+        assert response.status_code == 200 and response.content == served.read_bytes()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            events = [e for e in _read_lines(log) if e["test_id"] == "pathsend-1"]
+            if any(e["boundary"] in TERMINALS for e in events):
+                break
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    time.sleep(0)
+    events = [e for e in _read_lines(log) if e["test_id"] == "pathsend-1"]
+    end = _one_terminal(events)
+    assert end["boundary"] == "backend.response.complete", events
+    assert end["metadata"]["http_status"] == 200 and end["metadata"]["content_length"] == 300_000
+
+
+def test_a_file_response_under_uvicorn_still_ends_in_response_complete(tmp_path):
+    from starlette.responses import FileResponse
+
+    served = tmp_path / "served.bin"
+    served.write_bytes(os.urandom(100_000))
+    app = Starlette(routes=[Route("/file", lambda request: FileResponse(served))])
+    with capture("verbose") as cap, running_server(cvdiag.CvdiagMiddleware(app, slug="files")) as base:
+        response = httpx.get(base + "/file", headers={"x-test-id": "file-uvi"})
+        assert response.content == served.read_bytes()
+        end = _one_terminal(_wait_for_terminal(cap, "file-uvi"))
+    assert end["boundary"] == "backend.response.complete" and end["metadata"]["content_length"] == 100_000
+
+
+async def _serve_once(app, extensions: dict) -> list[dict]:
+    """Drive ``app`` as an ASGI server offering ``extensions`` does; returns what it sent."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/file",
+        "raw_path": b"/file",
+        "query_string": b"",
+        "headers": [(b"host", b"test"), (b"x-test-id", b"zerocopy-1")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "extensions": extensions,
+    }
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+def test_a_file_sent_by_zerocopy_ends_in_response_complete(tmp_path):
+    served = tmp_path / "served.bin"
+    served.write_bytes(b"z" * 50_000)
+
+    async def app(scope, receive, send):
+        assert "http.response.zerocopy" in scope["extensions"]
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/octet-stream")]})
+        with open(served, "rb") as f:
+            await send({"type": "http.response.zerocopy", "file": f.fileno(), "count": 30_000, "more_body": True})
+            await send({"type": "http.response.zerocopy", "file": f.fileno(), "more_body": False})
+
+    with capture("verbose") as cap:
+        sent = asyncio.run(_serve_once(cvdiag.CvdiagMiddleware(app, slug="files"), {"http.response.zerocopy": {}}))
+        events = [e for e in cap.events() if e["test_id"] == "zerocopy-1"]
+    assert [m["type"] for m in sent][1:] == ["http.response.zerocopy", "http.response.zerocopy"]
+    end = _one_terminal(events)
+    assert end["boundary"] == "backend.response.complete" and end["metadata"]["http_status"] == 200
+    assert "backend.sse.first_byte" in [e["boundary"] for e in events]
+
+
+def test_a_file_sent_by_pathsend_at_the_asgi_level_ends_in_response_complete(tmp_path):
+    from starlette.responses import FileResponse
+
+    served = tmp_path / "served.bin"
+    served.write_bytes(b"p" * 40_000)
+    app = Starlette(routes=[Route("/file", lambda request: FileResponse(served))])
+    with capture("verbose") as cap:
+        sent = asyncio.run(_serve_once(cvdiag.CvdiagMiddleware(app, slug="files"), {"http.response.pathsend": {}}))
+        events = [e for e in cap.events() if e["test_id"] == "zerocopy-1"]
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.pathsend"]
+    end = _one_terminal(events)
+    assert end["boundary"] == "backend.response.complete" and end["metadata"]["content_length"] == 40_000

@@ -42,6 +42,9 @@ _FORWARD = tuple(h.encode() for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HE
 _CONTENT_LENGTH = b"content-length"
 _CONTENT_TYPE = b"content-type"
 _EVENT_STREAM = b"text/event-stream"
+#: ASGI extensions by which the server sends a file itself; each ends the body or adds to it.
+_PATHSEND = "http.response.pathsend"
+_FILE_SENDS = frozenset({_PATHSEND, "http.response.zerocopy"})
 #: Set in the scope of a request an outer CvdiagMiddleware observes: an inner one (a
 #: mounted sub-application with its own middleware) joins that request instead.
 _SCOPE_MARK = "cvdiag.request"
@@ -293,6 +296,18 @@ class _Responder:
                 self.sse_events += 1
             if not message.get("more_body", False):
                 self.finished = True
+        elif kind in _FILE_SENDS:
+            self._sent_file(message)
+
+    def _sent_file(self, message: Message) -> None:
+        """A file the server sends itself: pathsend (all of it) or zerocopy (``count`` bytes, else the rest)."""
+        count = message.get("count")
+        if isinstance(count, int) and count >= 0:
+            self.bytes_sent += count
+        elif self.declared_length is not None:
+            self.bytes_sent = self.declared_length
+        if message["type"] == _PATHSEND or not message.get("more_body", False):
+            self.finished = True
 
     def _observe(self, message: Message) -> Message:
         """Note what is being sent; return the message to send (with the id echoed)."""
@@ -312,8 +327,8 @@ class _Responder:
                 message = {**message, "headers": headers}
             elif not isinstance(given, list | tuple):
                 message = {**message, "headers": headers}
-        elif kind == "http.response.body":
-            body = message.get("body", b"")
+        elif kind == "http.response.body" or kind in _FILE_SENDS:
+            body = message.get("body", b"") if kind == "http.response.body" else b"file"
             if body and not self.first_byte:
                 self.first_byte = True
                 if self.tier is not Tier.DEFAULT:
@@ -324,7 +339,7 @@ class _Responder:
                         duration_ms=None,
                         edge_headers=self.edge,
                     )
-            if body and self.tier is Tier.DEBUG:
+            if body and self.tier is Tier.DEBUG and kind == "http.response.body":
                 emit_edge(
                     "backend.sse.event",
                     {
