@@ -217,3 +217,96 @@ def test_a_file_sent_by_pathsend_at_the_asgi_level_ends_in_response_complete(tmp
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.pathsend"]
     end = _one_terminal(events)
     assert end["boundary"] == "backend.response.complete" and end["metadata"]["content_length"] == 40_000
+
+
+# -- item 4: one terminal even when the error line cannot be built ----------------------
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text for you")
+
+
+def _ends(events: list[dict]) -> list[str]:
+    """The request's terminal: response.complete or sse.aborted, else error.caught (spec section 8)."""
+    names = [e["boundary"] for e in events]
+    return [n for n in names if n in TERMINALS[:2]] or [n for n in names if n == TERMINALS[2]]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["before-start", "mid-stream"])
+def test_an_exception_whose_str_raises_still_gets_one_terminal(streamed: bool):
+    async def app(scope, receive, send):  # no error middleware: cvdiag's line is the only account
+        if not streamed:
+            raise Unprintable()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True})
+        raise Unprintable()
+
+    with capture("verbose") as cap, running_server(cvdiag.CvdiagMiddleware(app, slug="unprintable")) as base:
+        try:
+            status = httpx.get(base + "/fail", headers={"x-test-id": "unprintable-1"}).status_code
+        except httpx.HTTPError:
+            status = None
+        assert status == (None if streamed else 500)
+        events = _wait_for_terminal(cap, "unprintable-1")
+    assert _ends(events) == ["backend.sse.aborted" if streamed else "backend.error.caught"]
+    caught = [e for e in events if e["boundary"] == "backend.error.caught"]
+    assert [e["metadata"]["exception_type"] for e in caught] == ["Unprintable"]
+    assert "ValueError" in caught[0]["metadata"]["message_scrubbed"]
+
+
+REMOVED_CWD_APP = textwrap.dedent(
+    """
+    import os, shutil, sys
+    import uvicorn
+
+    import cvdiag
+
+    async def fails(scope, receive, send):
+        if scope["type"] == "http" and scope["path"] == "/fail":
+            raise RuntimeError("the database went away")
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    app = cvdiag.CvdiagMiddleware(fails, slug="nocwd")
+    os.chdir(sys.argv[2])
+    shutil.rmtree(sys.argv[2])  # a deploy removed the release directory under the server
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="critical", lifespan="off")
+    """
+)
+
+
+def test_a_server_whose_working_directory_was_removed_still_gets_one_terminal(tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(REMOVED_CWD_APP)
+    doomed = tmp_path / "release"
+    doomed.mkdir()
+    log = tmp_path / "cvdiag.ndjson"
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.getcwd(),
+        "CVDIAG_ENABLED": "1",
+        "CVDIAG_TIER": "verbose",
+        "CVDIAG_FILE": str(log),
+        "CVDIAG_STDOUT": "0",
+    }
+    proc = subprocess.Popen([sys.executable, str(script), str(port), str(doomed)], env=env, stderr=subprocess.PIPE)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_serving(base, proc)
+        assert httpx.get(base + "/fail", headers={"x-test-id": "nocwd-1"}).status_code == 500
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not any(
+            e["boundary"] in TERMINALS for e in _read_lines(log) if e["test_id"] == "nocwd-1"
+        ):
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    assert not doomed.exists()
+    events = [e for e in _read_lines(log) if e["test_id"] == "nocwd-1"]
+    assert _ends(events) == ["backend.error.caught"]
+    end = events[-1]
+    assert end["metadata"]["message_scrubbed"] == "the database went away"
+    assert {f["file"] for f in end["metadata"]["stack_brief"]} >= {"server.py"}

@@ -43,10 +43,26 @@ def _short_path(filename: str, cwd: str) -> str:
     return os.path.basename(filename)
 
 
+def _cwd() -> str:
+    """The working directory; a root no path is under when it was removed (a deploy)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return os.sep * 3
+
+
+def _message(error: BaseException) -> str:
+    """``str(error)``, or what went wrong when its ``__str__`` raised: the line is still written."""
+    try:
+        return str(error)
+    except Exception as exc:
+        return f"<str() raised {type(exc).__name__}>"
+
+
 def stack_brief(error: BaseException) -> tuple[list[dict[str, Any]], bool]:
     frames = traceback.extract_tb(error.__traceback__)
     cut = len(frames) > STACK_MAX_FRAMES
-    cwd = os.getcwd()
+    cwd = _cwd()
     brief = [{"file": _short_path(f.filename, cwd), "line": f.lineno} for f in frames[-STACK_MAX_FRAMES:]]
     while brief and len(orjson.dumps(brief)) > STACK_MAX_BYTES:
         brief.pop(0)  # keep the innermost frames, where it broke
@@ -55,7 +71,7 @@ def stack_brief(error: BaseException) -> tuple[list[dict[str, Any]], bool]:
 
 
 def error_metadata(error: BaseException) -> dict[str, Any]:
-    message, message_cut = _cut_utf8(scrub(str(error)), MESSAGE_MAX_BYTES)
+    message, message_cut = _cut_utf8(scrub(_message(error)), MESSAGE_MAX_BYTES)
     brief, stack_cut = stack_brief(error)
     return {
         "exception_type": type(error).__name__,
