@@ -310,3 +310,59 @@ def test_a_server_whose_working_directory_was_removed_still_gets_one_terminal(tm
     end = events[-1]
     assert end["metadata"]["message_scrubbed"] == "the database went away"
     assert {f["file"] for f in end["metadata"]["stack_brief"]} >= {"server.py"}
+
+
+# -- item 5: a BaseHTTPMiddleware between cvdiag and the app ---------------------------
+
+
+class PassThrough(BaseHTTPMiddleware):
+    async def dispatch(self, request, call_next):
+        return await call_next(request)
+
+
+async def _long_stream(request: Request) -> StreamingResponse:
+    async def body() -> AsyncIterator[bytes]:
+        for i in range(300):
+            yield f"data: {i}\n\n".encode()
+            await asyncio.sleep(0.02)
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+async def _with_background(request: Request) -> Response:
+    return PlainTextResponse("all of it", background=BackgroundTask(asyncio.sleep, 3))
+
+
+def _base_http_app() -> Starlette:
+    app = Starlette(
+        routes=[Route("/stream", _long_stream), Route("/background", _with_background)],
+        middleware=[Middleware(PassThrough)],
+    )
+    app.add_middleware(cvdiag.CvdiagMiddleware, slug="basehttp")
+    return app
+
+
+def test_a_client_hanging_up_under_base_http_middleware_is_an_abort():
+    with capture("verbose") as cap, running_server(_base_http_app()) as base:
+        with httpx.Client() as client, client.stream("GET", base + "/stream", headers={"x-test-id": "bhm-hangup"}) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: 3"):
+                    break  # hang up mid-stream
+        events = _wait_for_terminal(cap, "bhm-hangup")
+    assert _ends(events) == ["backend.sse.aborted"]
+    aborted = events[-1] if events[-1]["boundary"] == "backend.sse.aborted" else None
+    aborted = next(e for e in events if e["boundary"] == "backend.sse.aborted")
+    assert aborted["metadata"]["termination_kind"] == "rst" and aborted["outcome"] == "err"
+
+
+def test_a_background_task_does_not_count_in_the_response_duration():
+    with capture("verbose") as cap, running_server(_base_http_app()) as base:
+        started = time.monotonic()
+        response = httpx.get(base + "/background", headers={"x-test-id": "bhm-background"})
+        client_ms = (time.monotonic() - started) * 1000
+        assert response.text == "all of it"
+        events = _wait_for_terminal(cap, "bhm-background")
+    (done,) = [e for e in events if e["boundary"] == "backend.response.complete"]
+    # The client had the whole answer at client_ms; the 3 s task ran after it.
+    assert client_ms < 2500
+    assert done["metadata"]["total_duration_ms"] <= client_ms and done["duration_ms"] <= client_ms

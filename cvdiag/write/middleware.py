@@ -222,6 +222,7 @@ class _Responder:
         "edge",
         "ended",
         "finished",
+        "finished_ms",
         "first_byte",
         "is_sse",
         "middleware",
@@ -246,6 +247,8 @@ class _Responder:
         self.edge: Mapping[str, str | None] = NO_EDGE_HEADERS
         self.started = self.first_byte = self.finished = self.disconnected = self.ended = False
         self.bytes_sent = self.sse_events = self.sse_sequence = 0
+        #: When the client had the whole response (a background task may run after it).
+        self.finished_ms = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.server_receive = receive
@@ -295,7 +298,7 @@ class _Responder:
             if body and self.is_sse:
                 self.sse_events += 1
             if not message.get("more_body", False):
-                self.finished = True
+                self._finish()
         elif kind in _FILE_SENDS:
             self._sent_file(message)
 
@@ -307,7 +310,11 @@ class _Responder:
         elif self.declared_length is not None:
             self.bytes_sent = self.declared_length
         if message["type"] == _PATHSEND or not message.get("more_body", False):
-            self.finished = True
+            self._finish()
+
+    def _finish(self) -> None:
+        self.finished = True
+        self.finished_ms = elapsed_ms(self.start_ns)
 
     def _observe(self, message: Message) -> Message:
         """Note what is being sent; return the message to send (with the id echoed)."""
@@ -368,17 +375,20 @@ class _Responder:
         gone = self.disconnected or isinstance(error, ClientDisconnect)
         # The app's own exception, which backend.error.caught explains.
         caught = error if isinstance(error, Exception) and not gone else None
-        if self.finished:
+        # Finished after the client left: a middleware between (BaseHTTPMiddleware) ended
+        # the body of a stream that the client no longer read.
+        if self.finished and not self.disconnected:
+            done = self.finished_ms
             emit_edge(
                 "backend.response.complete",
                 {
                     "http_status": self.status,
                     "content_length": self.bytes_sent if self.declared_length is None else self.declared_length,
-                    "total_duration_ms": elapsed,
+                    "total_duration_ms": done,
                     "sse_event_count": self.sse_events,
                 },
                 outcome="ok" if self.status < 500 else "err",
-                duration_ms=elapsed,
+                duration_ms=done,
                 edge_headers=self.edge,
             )
         elif caught is not None and not self.started:
