@@ -196,6 +196,7 @@ class AnswerReader:
     """
 
     __slots__ = (
+        "_cr",
         "_dialect",
         "_inflate",
         "_json",
@@ -226,6 +227,7 @@ class AnswerReader:
         self._inflate = inflate or None
         self._raw_deflate = (encoding or "").strip().lower() == "deflate"
         self._tail = b""
+        self._cr = False
         self._pending: list[bytes] = []
         self._pending_size = 0
         self._json: list[bytes] | None = [] if not event_stream else None
@@ -322,6 +324,8 @@ class AnswerReader:
                 else:
                     pieces.append(data)
             return
+        if self._cr or b"\r" in data:
+            data = self._lf(data)
         tail = self._tail
         if tail:
             data = tail + data
@@ -346,6 +350,14 @@ class AnswerReader:
             self._pending = []
             self._pending_size = 0
         self._scan(data)
+
+    def _lf(self, data: bytes) -> bytes:
+        """CR and CRLF line ends as LF (the SSE spec allows all three); a CRLF cut
+        between two chunks stays one line end."""
+        if self._cr and data.startswith(b"\n"):
+            data = data[1:]
+        self._cr = data.endswith(b"\r")
+        return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
     def flush(self) -> None:
         """Read the blocks still waiting in the batch (before the facts are looked at)."""

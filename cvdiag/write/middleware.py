@@ -8,6 +8,7 @@ that keeps that request's state as attributes and gives the app its ``receive`` 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping
 
@@ -42,6 +43,8 @@ _FORWARD = tuple(h.encode() for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HE
 _CONTENT_LENGTH = b"content-length"
 _CONTENT_TYPE = b"content-type"
 _EVENT_STREAM = b"text/event-stream"
+#: SSE lines end in CRLF, LF or CR.
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 #: ASGI extensions by which the server sends a file itself; each ends the body or adds to it.
 _PATHSEND = "http.response.pathsend"
 _FILE_SENDS = frozenset({_PATHSEND, "http.response.zerocopy"})
@@ -83,8 +86,7 @@ def _content_length(raw: bytes | None) -> int | None:
 
 def _event_type(chunk: bytes) -> str:
     """The SSE event name of the first event in ``chunk``; ``message`` when unnamed."""
-    for line in chunk.split(b"\n", EVENT_LINES_SCANNED)[:EVENT_LINES_SCANNED]:
-        line = line.rstrip(b"\r")
+    for line in _LINE_END.split(chunk, EVENT_LINES_SCANNED)[:EVENT_LINES_SCANNED]:
         if not line:
             break
         if line.startswith(b"event:"):
