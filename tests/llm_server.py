@@ -68,6 +68,9 @@ class LLMServer:
         self._lock = threading.Lock()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Head and body go out at once (accepted sockets inherit it), as a provider's proxy
+        # sends them; without it a keep-alive body trails its head by a delayed ACK (~40 ms).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(("127.0.0.1", 0))
         self._sock = sock
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -53,7 +53,9 @@ def _one_terminal(events: list[dict]) -> dict:
 def _generator_headers_app(scope, receive, send):
     async def app() -> None:
         body = b"hello from the app"
-        headers = ((k, v) for k, v in [(b"content-type", b"text/plain"), (b"content-length", b"18"), (b"x-app", b"mine")])
+        headers = (
+            (k, v) for k, v in [(b"content-type", b"text/plain"), (b"content-length", b"18"), (b"x-app", b"mine")]
+        )
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
@@ -122,7 +124,9 @@ def test_a_file_sent_by_pathsend_under_granian_ends_in_response_complete(tmp_pat
     }
     granian = os.path.join(os.path.dirname(sys.executable), "granian")
     command = [granian, "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    proc = subprocess.Popen([*command, "fileapp:app"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*command, "fileapp:app"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until_serving(base, proc)
@@ -191,7 +195,9 @@ def test_a_file_sent_by_zerocopy_ends_in_response_complete(tmp_path):
 
     async def app(scope, receive, send):
         assert "http.response.zerocopy" in scope["extensions"]
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/octet-stream")]})
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/octet-stream")]}
+        )
         with open(served, "rb") as f:
             await send({"type": "http.response.zerocopy", "file": f.fileno(), "count": 30_000, "more_body": True})
             await send({"type": "http.response.zerocopy", "file": f.fileno(), "more_body": False})

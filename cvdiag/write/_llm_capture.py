@@ -20,7 +20,6 @@ own is counted (``cvdiag.stats()["internal_errors"]``) and the bytes flow on.
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import functools
 import importlib
@@ -31,6 +30,8 @@ import weakref
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+
+import anyio
 
 from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, Tier
 from cvdiag.write._errors import CANCELLED
@@ -51,8 +52,11 @@ _REQUEST_ID_HEADERS = ("x-request-id", "request-id")
 _TEXT_MAX = LLM_TEXT_MAX_CHARS
 #: At most this much of an unread error body is read when the caller closes it.
 _ERROR_BODY_MAX = 1 << 16
-#: How long an async close waits for an error body that stalls after its headers.
-_ERROR_BODY_WAIT_S = 1.0
+#: How long a close waits for the rest of an unread error body: what has arrived is read,
+#: a body still on its way is not waited for (the SDK closing it is about to retry). Long
+#: enough for a body sent just after its head (Nagle and a delayed ACK: ~40 ms on Linux),
+#: a tenth of the shortest SDK backoff (0.5 s).
+_ERROR_BODY_WAIT_S = 0.05
 #: Attempts are counted per (test id, path, body) when the client sends no retry count.
 _RETRY_MEMORY = 256
 
@@ -238,7 +242,7 @@ class Exchange:
             self.reader = AnswerReader(
                 self.route.api, event_stream=event_stream, encoding=headers.get("content-encoding")
             )
-            response.stream = observed(response.stream, self)
+            response.stream = observed(response.stream, self, response.request)
         except Exception:
             note_internal_error()
 
@@ -279,11 +283,11 @@ class Exchange:
         reader = self.reader
         return not self._done and (self.http_status or 0) >= 400 and reader is not None and reader.untouched
 
-    def error_piece(self, chunk: bytes) -> bool:
-        """Read one piece of an error body; False once ``_ERROR_BODY_MAX`` is reached."""
+    def error_piece(self, chunk: bytes, deadline: float) -> bool:
+        """Read one piece of an error body; False once ``_ERROR_BODY_MAX`` or the deadline is reached."""
         self.feed(chunk)
         self._error_bytes += len(chunk)
-        return self._error_bytes <= _ERROR_BODY_MAX
+        return self._error_bytes <= _ERROR_BODY_MAX and time.monotonic() < deadline
 
     def abandoned(self) -> None:
         """The caller closed the body, or let go of it, before its end. Never raises."""
@@ -442,12 +446,31 @@ async def send_async(exchange: Exchange, original: Any, client: Any, request: An
 # -- the observed byte streams, one pair per client library (httpx, httpx2) ------------
 
 
+def _hurry(request: Any) -> float:
+    """Make the transport's next reads of ``request``'s response give up after
+    ``_ERROR_BODY_WAIT_S`` (httpcore reads its read timeout from the request's
+    extensions when the body is first read); the deadline of the whole error body."""
+    try:
+        extensions = request.extensions
+        extensions["timeout"] = {**(extensions.get("timeout") or {}), "read": _ERROR_BODY_WAIT_S}
+    except Exception:  # a request without extensions: the deadline still bounds the pieces
+        pass
+    return time.monotonic() + _ERROR_BODY_WAIT_S
+
+
+def _note_unless_timeout(exc: Exception) -> None:
+    """A read timeout is the error body given up (``_hurry``); anything else is cvdiag's own failure."""
+    if not any(klass.__name__ == "TimeoutException" for klass in type(exc).__mro__):
+        note_internal_error()
+
+
 class _ObservedSync:
     """A response byte stream that shows each chunk to its exchange and passes it on."""
 
-    def __init__(self, inner: Any, exchange: Exchange) -> None:
+    def __init__(self, inner: Any, exchange: Exchange, request: Any = None) -> None:
         self._inner = inner
         self._exchange = exchange
+        self._request = request
 
     def __iter__(self) -> Iterator[bytes]:
         exchange = self._exchange
@@ -468,14 +491,15 @@ class _ObservedSync:
         exchange = self._exchange
         try:
             # An SDK closes an error body unread before it retries: read at most 64 KiB of
-            # it for the provider's error type (bounded by the client's own read timeout).
+            # it for the provider's error type, as much as arrives within _ERROR_BODY_WAIT_S.
             if exchange.wants_error_body():
+                deadline = _hurry(self._request)
                 for chunk in self._inner:
-                    if not exchange.error_piece(chunk):
+                    if not exchange.error_piece(chunk, deadline):
                         break
                 exchange.ended()
-        except Exception:
-            note_internal_error()
+        except Exception as exc:
+            _note_unless_timeout(exc)
         finally:  # whatever happened above, the call ends and the connection goes back
             exchange.abandoned()
             self._inner.close()
@@ -487,9 +511,10 @@ class _ObservedSync:
 class _ObservedAsync:
     """The async twin of ``_ObservedSync``."""
 
-    def __init__(self, inner: Any, exchange: Exchange) -> None:
+    def __init__(self, inner: Any, exchange: Exchange, request: Any = None) -> None:
         self._inner = inner
         self._exchange = exchange
+        self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         exchange = self._exchange
@@ -509,18 +534,19 @@ class _ObservedAsync:
     async def aclose(self) -> None:
         exchange = self._exchange
         try:
-            if exchange.wants_error_body():  # as in ``close``, and never for long
-                await asyncio.wait_for(self._read_error_body(), _ERROR_BODY_WAIT_S)
-        except Exception:  # TimeoutError included: a stalled error body is given up
-            note_internal_error()
+            if exchange.wants_error_body():  # as in ``close``; anyio: any loop (asyncio, trio)
+                with anyio.move_on_after(_ERROR_BODY_WAIT_S * 2):  # a transport deaf to the timeout
+                    await self._read_error_body(_hurry(self._request))
+        except Exception as exc:
+            _note_unless_timeout(exc)
         finally:  # a cancelled close still ends the call and releases the connection
             exchange.abandoned()
             await self._inner.aclose()
 
-    async def _read_error_body(self) -> None:
+    async def _read_error_body(self, deadline: float) -> None:
         exchange = self._exchange
         async for chunk in self._inner:
-            if not exchange.error_piece(chunk):
+            if not exchange.error_piece(chunk, deadline):
                 break
         exchange.ended()
 
