@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import traceback
 from typing import Any
 
@@ -19,6 +20,17 @@ from cvdiag.write.scrubber import scrub
 #: What ends a request, a scope or an LLM exchange by cancellation rather than failure: a
 #: task cancelled (client gone, timeout, shutdown) or a generator closed before its end.
 CANCELLED = (asyncio.CancelledError, GeneratorExit)
+
+
+def is_cancelled(error: BaseException | None) -> bool:
+    """Cancellation on any event loop anyio supports: ``CANCELLED`` or trio's ``Cancelled``
+    (looked up only where trio is already imported: cvdiag never imports it)."""
+    if isinstance(error, CANCELLED):
+        return True
+    trio = sys.modules.get("trio")
+    return trio is not None and isinstance(error, trio.Cancelled)
+
+
 MESSAGE_MAX_BYTES = 512
 STACK_MAX_FRAMES = 8
 STACK_MAX_BYTES = 2048

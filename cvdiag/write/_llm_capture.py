@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 
 from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, Tier
-from cvdiag.write._errors import CANCELLED
+from cvdiag.write._errors import is_cancelled
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write._llm_stream import AnswerReader
 from cvdiag.write.context import RequestContext, bind, current_context, new_context, unbind
@@ -306,7 +306,7 @@ class Exchange:
 
     def failed(self, exc: BaseException) -> None:
         """Sending, or reading the body, raised ``exc`` (re-raised by the caller)."""
-        if isinstance(exc, CANCELLED):
+        if is_cancelled(exc):
             self.finish("timeout", "CancelledError")
         else:
             self.finish("err", type(exc).__name__)

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cvdiag.contract.ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from cvdiag.contract.schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
 from cvdiag.write import config
-from cvdiag.write._errors import CANCELLED, error_metadata
+from cvdiag.write._errors import error_metadata, is_cancelled
 from cvdiag.write._inflight import InFlight
 from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind, resolve_slug, unbind
 from cvdiag.write.emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge, note_internal_error
@@ -370,7 +370,7 @@ class _Responder:
             return
         self.ended = True
         elapsed = elapsed_ms(self.start_ns)
-        cancelled = isinstance(error, CANCELLED)
+        cancelled = is_cancelled(error)
         # Only the server can say the client left: http.disconnect, its send failing, or
         # Starlette's ClientDisconnect. An OSError of the app's own (a provider dropping
         # its upstream connection) is the app's failure: chunk_error.
@@ -397,7 +397,7 @@ class _Responder:
             _emit_error(caught, elapsed)
             return
         else:
-            if shutdown or (isinstance(error, CANCELLED) and self.middleware._in_flight.is_shutdown(error)):
+            if shutdown or (cancelled and self.middleware._in_flight.is_shutdown(error)):
                 kind = "shutdown"
             elif cancelled:
                 kind = "timeout"

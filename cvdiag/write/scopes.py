@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from cvdiag.contract.schema import Tier
-from cvdiag.write._errors import CANCELLED
+from cvdiag.write._errors import is_cancelled
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write.context import bind, current_context, new_context, unbind
 from cvdiag.write.emitter import active_tier, elapsed_ms, emit, is_enabled
@@ -76,7 +76,7 @@ class agent_scope(_Scope):
         try:
             if exc is None:
                 terminal = "ok"
-            elif isinstance(exc, CANCELLED):
+            elif is_cancelled(exc):
                 terminal = "cancelled"
             else:
                 terminal = "error"
@@ -179,7 +179,7 @@ class llm_call(_Scope):
     """``async with llm_call("openai", "gpt-4o-mini") as call: ...; call.record(...)``.
 
     backend.llm.call.start on entry; a heartbeat every ``heartbeat_s`` while open (an
-    asyncio task under ``async with``, cvdiag's one heartbeat thread under ``with``); on exit
+    asyncio task under ``async with`` on asyncio, else cvdiag's one heartbeat thread); on exit
     backend.llm.call.response: ``err`` with the exception's class name, ``timeout``
     with ``CancelledError`` when cancelled, else ``ok``. No heartbeat follows it.
     """
@@ -254,7 +254,7 @@ class llm_call(_Scope):
             latency = elapsed_ms(self._start_ns)
             if exc is None:
                 outcome, error_class = "ok", None
-            elif isinstance(exc, CANCELLED):
+            elif is_cancelled(exc):
                 outcome, error_class = "timeout", "CancelledError"
             else:
                 outcome, error_class = "err", type(exc).__name__
@@ -280,9 +280,12 @@ class llm_call(_Scope):
     def __enter__(self) -> LLMCall:
         call = self._start()
         if self._wants_heartbeat():
-            ctx = contextvars.copy_context()
-            scheduler.add(self.heartbeat_s, lambda: ctx.run(self._beat))
+            self._beat_in_thread()
         return call
+
+    def _beat_in_thread(self) -> None:
+        ctx = contextvars.copy_context()
+        scheduler.add(self.heartbeat_s, lambda: ctx.run(self._beat))
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -294,7 +297,12 @@ class llm_call(_Scope):
     async def __aenter__(self) -> LLMCall:
         call = self._start()
         if self._wants_heartbeat():
-            self._task = asyncio.get_running_loop().create_task(self._aheartbeat(), name="cvdiag-heartbeat")
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # trio, or another loop anyio runs on: the heartbeat thread
+                self._beat_in_thread()
+            else:
+                self._task = loop.create_task(self._aheartbeat(), name="cvdiag-heartbeat")
         return call
 
     async def _aheartbeat(self) -> None:
