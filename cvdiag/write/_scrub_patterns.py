@@ -32,7 +32,7 @@ _SENSITIVE_NAME = re.compile(
     # session cookies: connect.sid, laravel_session, _myapp_session, ASP.NET_SessionId, _gh_sess
     # (a bare session_id is an agent framework's conversation id; _session_id is Rails' cookie)
     r"|(?:^|_)sid$|_session_id$|_session$|(?:^|_)sess$"
-    r"|api_?key|(?:access|private|secret|signing|encryption|master|account|subscription|service)_?key"
+    r"|(?:^|_)pass$|api_?key|(?:access|private|secret|signing|encryption|master|account|subscription|service)_?key"
     r"|^code$|code_verifier",
     re.ASCII,
 )
@@ -65,19 +65,27 @@ def is_sensitive_key(name: str) -> bool:
 # Lowercase stems that every sensitive key name contains; the scan for keys starts at them.
 KEY_STEMS = ("pass", "pwd", "secret", "token", "key", "cred", "sig", "sid", "auth", "cookie", "sess", "code")
 # A stem is worth a closer look only when a separator follows the name it is part of.
-SEPARATOR_AHEAD = re.compile(r"[\w.\-]{0,63}+\\?[\"']?[ \t]{0,4}+(?:=>|[:=]|%3[Dd])", re.ASCII)
+SEPARATOR_AHEAD = re.compile(
+    r"[\w.\-]{0,63}+(?:\\(?:u00(?:22|27)|[\"'])|[\"'])?[ \t]{0,4}+(?:=>|[:=]|%(?:25)?3[Dd])", re.ASCII
+)
 KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 KEY_MAX = 64
 
 # From the start of a key: the key, an optional closing quote and a separator. The value
 # is matched only after the key proved sensitive, so no value is scanned twice.
+# After the separator any run of blanks (``Authorization:        …``); a ``b`` before a
+# quote is a Python bytes value (``b'…'``), and ``\u0022`` a JSON-escaped quote.
 KEY_SEP = re.compile(
-    r"""(?P<key>[A-Za-z_][\w.\-]{0,127}+)(?P<kq>\\?["'])?(?P<sep>[ \t]{0,4}+(?:=>|[:=]|%3[Dd])[ \t]{0,4}+)""", re.ASCII
+    r"""(?P<key>[A-Za-z_][\w.\-]{0,127}+)(?P<kq>\\u00(?:22|27)|\\?["'])?"""
+    r"""(?P<sep>[ \t]{0,4}+(?:=>|[:=]|%(?:25)?3[Dd])[ \t]{0,64}+)(?:b(?=["']))?""",
+    re.ASCII,
 )
 VALUE = re.compile(
     r"""(?P<done>(?:(?i:bearer|basic|token|digest|apikey|sso-key)[ \t]{1,4}+)?\[REDACTED\])
       | (?P<ref>\$\{[^}\s]{1,128}\}|\$?\{\{[^}\n]{1,128}\}\}|%\([A-Za-z_]\w{0,63}\)s|\$\([^)\n]{1,128}\)
           |os\.environ(?:\[[^\]\n]{1,128}\]|\.get\([^)\n]{1,128}\)))
+      | \\u0022(?:[^\\\n]|\\(?!u0022)){0,4096}+(?:\\u0022|$)
+      | \\u0027(?:[^\\\n]|\\(?!u0027)){0,4096}+(?:\\u0027|$)
       | \\"(?:[^\\\n]|\\(?!")){0,4096}+(?:\\"|$)
       | "(?:[^"\\\n]|\\.){0,4096}+(?:"|$)
       | '(?:[^'\\\n]|\\.){0,4096}+(?:'|$)
@@ -100,11 +108,14 @@ PEM = re.compile(
 )
 
 # ://userinfo@ — userinfo never crosses / ? # so a query's "a@b.com" is not userinfo.
-URL_USERINFO = re.compile(r"://([^\s/?#@\"'<>]{1,512}+)@", re.ASCII)
+# A password may hold "@" (user:Hunter2@Secret@db): the userinfo ends at the last "@"
+# (backtracking is bounded by the 512 characters of one attempt).
+URL_USERINFO = re.compile(r"://([^\s/?#\"'<>]{1,512})@", re.ASCII)
 
 # A Cookie or Set-Cookie header line: every cookie value in it goes, names and attributes stay.
 COOKIE_HEADER = re.compile(
-    r"(?i)(?<![\w\-])((?:set-)?cookie[\"']?[ \t]{0,4}+:[ \t]{0,4}+)(?![\"'\[])([^\r\n\"'\\{}\[\]]{1,4096}+)", re.ASCII
+    r"(?i)(?<![\w\-])((?:set-)?cookie[\"']?[ \t]{0,4}+:[ \t]{0,4}+)(?![\"'\[]|b[\"'])([^\r\n\"'\\{}\[\]]{1,4096}+)",
+    re.ASCII,
 )
 
 # Space-separated forms: command-line flags (--token abc) and .netrc lines (login u password p).
@@ -112,6 +123,15 @@ CLI_FLAG = re.compile(
     r"--(?<![\w\-]--)(?P<flag>[A-Za-z][\w\-]{0,63}+)[ \t]{1,4}+(?P<val>[^\s\-\"'][^\s\"']{0,4095}+)", re.ASCII
 )
 NETRC = re.compile(r"login[ \t]{1,4}+\S{1,256}+[ \t]{1,4}+password[ \t]{1,4}+(?P<val>\S{1,4096}+)", re.ASCII)
+
+# A name and its value as two quoted items: raw header pairs ``(b'x-api-key', b'…')``,
+# ``Headers(raw=[…])``, and argv lists ``['cli', '--token', '…']``. The value is read by VALUE.
+# Starts with a class, which ``re`` skips to in C; a name without dashes counts only after "(".
+QUOTED_PAIR = re.compile(
+    r"""(?P<open>[\[(,])[ \t]{0,4}+b?(?P<q>["'])(?P<dash>--?)?(?P<name>[A-Za-z][\w.\-]{0,127}+)(?P=q)"""
+    r"""(?=(?P<sep>[ \t]{0,4}+,[ \t]{0,4}+b?)["'])""",  # a lookahead: its comma may open the next pair
+    re.ASCII,
+)
 
 # Python credentials pairs: auth=("user", "pw"), session.auth = (...), HTTPBasicAuth("user", "pw").
 AUTH_PAIR = re.compile(
@@ -166,7 +186,10 @@ def _shape(prefix: str, width: int, body: str) -> re.Pattern[str]:
     prefix is a separator, not part of a word.
     """
     glued = f"(?<![A-Za-z0-9_\\-][\\s\\S]{{{width}}})"
-    escaped = f"(?<=%[0-9A-Fa-f]{{2}}[\\s\\S]{{{width}}})|(?<=\\\\[nrt][\\s\\S]{{{width}}})"
+    escaped = (
+        f"(?<=%[0-9A-Fa-f]{{2}}[\\s\\S]{{{width}}})|(?<=\\\\[nrt][\\s\\S]{{{width}}})"
+        f"|(?<=\\\\u[0-9A-Fa-f]{{4}}[\\s\\S]{{{width}}})"
+    )
     return re.compile(f"{prefix}(?:{glued}|{escaped}){body}", re.ASCII)
 
 
@@ -191,6 +214,15 @@ KEY_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("glpat-", _shape("glpat-", 6, r"[A-Za-z0-9_\-]{12,}+")),
     ("xox", _shape("xox[a-z]-", 5, r"[A-Za-z0-9\-]{8,}+")),
     ("eyJ", _shape("eyJ", 3, r"[A-Za-z0-9_\-]{4,}+\.eyJ[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{0,}+")),
+    # A JWE: header, encrypted key (empty for "dir"), IV, ciphertext, tag.
+    (
+        "eyJ",
+        _shape(
+            "eyJ",
+            3,
+            r"[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{0,}+\.[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{4,}+",
+        ),
+    ),
 )
 
 # --- PII -----------------------------------------------------------------------------

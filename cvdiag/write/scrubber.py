@@ -36,6 +36,7 @@ _PLAIN_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ /.,;()[]{}'
 _PLAIN_HINTS = re.compile(
     "k-|k_|--|xai-|pplx-|glpat-|xox|gsk_|hf_|npm_|gh|whsec_|AIza|A[KSGIRN][A-Z]A|eyJ|earer|EARER|login|PRIVATE"
     "|Basic|BASIC|Token|TOKEN"
+    "|[\"'] ?, ?b?[\"']"  # ('x-api-key', '…'): a quoted pair (QUOTED_PAIR)
 )
 _PLAIN_MAX = 64
 
@@ -45,6 +46,7 @@ _ENV_REFERENCE = re.compile(r"\$[A-Z_][A-Z0-9_]{0,127}")
 _MASK_CHARS = "*•·xX.…#-_ "
 _MASK_DELETE = str.maketrans("", "", "*•·….")
 _MASK_RUN_CHARS = "xX*•#"
+_U_QUOTES = ("\\u0022", "\\u0027")
 _SCHEME_PREFIX = re.compile(r"(?i:bearer|basic|token|apikey|sso-key)[ \t]{1,4}+")
 # A key shape cut by someone's mask (sk-proj-Ab3d…) shows at most this much of itself.
 _VISIBLE_BEFORE_MASK = 16
@@ -76,7 +78,10 @@ _HOST_KEY_END = re.compile(r"(?:key|token|password|passwd|pwd|secret|signature|s
 
 def _is_masked(value: str) -> bool:
     """Already masked, a placeholder or a reference: nothing secret to replace."""
-    v = value.strip().strip("\"'`\\")
+    v = value.strip()
+    if v.startswith(_U_QUOTES):  # JSON written with \u0022 escapes
+        v = v[6:-6] if v.endswith(v[:6]) and len(v) >= 12 else v[6:]
+    v = v.strip("\"'`\\")
     if not v or v == REDACTED or v.lower() in _PLACEHOLDERS:
         return True
     scheme = _SCHEME_PREFIX.match(v)
@@ -99,6 +104,8 @@ def _value_replacement(key: str, sep: str, v: re.Match[str]) -> str | None:
         return None
     if key.strip("_-").lower() == "code" and _OAUTH_CODE_OK.fullmatch(val.strip("\"'\\")):
         return None  # an error or status code, not an OAuth code
+    if key.lower() == "pass" and val.strip("\"'").isdigit():
+        return None  # tests pass=12: a count, not a password
     if _is_cookie_header(key):
         return _quoted_cookie_header(key, val)
     if key.lower().endswith("credential"):
@@ -108,7 +115,7 @@ def _value_replacement(key: str, sep: str, v: re.Match[str]) -> str | None:
     scheme = v.group("scheme") or v.group("scheme2") or ""
     if _is_masked(val[len(scheme) :]):
         return None
-    quoted = val[0] in "\"'`" or val.startswith('\\"')
+    quoted = val[0] in "\"'`" or val.startswith('\\"') or val.startswith(_U_QUOTES)
     if not quoted and v.string.startswith("(", v.end()):
         return None  # auth = HTTPBasicAuth(...), password = getpass(): a call, not a value
     if not quoted and not scheme:
@@ -118,7 +125,7 @@ def _value_replacement(key: str, sep: str, v: re.Match[str]) -> str | None:
         if sep == ":" and val.isdigit() and ("." in key or "-" in key) and not _HOST_KEY_END.search(key):
             return None
     if quoted:
-        q = '\\"' if val.startswith('\\"') else val[0]
+        q = val[:6] if val.startswith(_U_QUOTES) else '\\"' if val.startswith('\\"') else val[0]
         closed = val.endswith(q) and len(val) >= 2 * len(q)
         return q + REDACTED + (q if closed else "")
     return scheme + REDACTED
@@ -154,8 +161,8 @@ def _cookie_segment(segment: str, set_cookie: bool, first: bool) -> str:
 
 def _quoted_cookie_header(key: str, val: str) -> str | None:
     """A Cookie or Set-Cookie value in JSON or a dict repr; bare ones are COOKIE_HEADER's."""
-    quote = '\\"' if val.startswith('\\"') else val[:1]
-    if quote not in ('"', "'", '\\"'):
+    quote = val[:6] if val.startswith(_U_QUOTES) else '\\"' if val.startswith('\\"') else val[:1]
+    if quote not in ('"', "'", '\\"', *_U_QUOTES):
         return None
     closed = val.endswith(quote) and len(val) >= 2 * len(quote)
     inner = val[len(quote) : len(val) - len(quote) if closed else len(val)]
@@ -175,6 +182,8 @@ def _key_start(text: str, stem_at: int) -> int:
     start, floor = stem_at, max(0, stem_at - p.KEY_MAX)
     while start > floor and text[start - 1] in p.KEY_CHARS:
         start -= 1  # a longer run is read as its last KEY_MAX characters, erring towards redaction
+    if text.startswith("\\u00", start - 1) and start + 5 <= stem_at:
+        start += 5  # \u0022apiKey: the name starts after a JSON \u escape
     while start < stem_at and not (text[start].isalpha() or text[start] == "_"):
         start += 1  # --password, 3Fpassword (after %3F): the name starts at the letter
     if start > 1 and text[start - 1] == "-" and text[start - 2] not in "- \t\n":
@@ -210,7 +219,7 @@ def _key_values(text: str) -> str:
         if m is None:
             continue
         pos = m.end()
-        if not is_sensitive_key(m.group("key")) or (
+        if not _is_secret_name(m.group("key"), text, start, m.group("sep")) or (
             has_arn and m.group("sep").lstrip()[:1] == ":" and _in_arn(text, start)
         ):
             continue
@@ -221,6 +230,35 @@ def _key_values(text: str) -> str:
         parts.append(text[last:pos])
         parts.append(replacement)
         pos = last = v.end()
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def _is_secret_name(key: str, text: str, start: int, sep: str) -> bool:
+    """A sensitive key, or ``key`` as a query parameter (``?key=…``, Google's API keys)."""
+    if is_sensitive_key(key):
+        return True
+    return key == "key" and start > 0 and text[start - 1] in "?&;" and sep.strip() == "="
+
+
+def _quoted_pairs(text: str) -> str:
+    """``(b'x-api-key', b'…')`` and ``['cli', '--token', '…']``: the second item goes when
+    the first names a secret."""
+    parts = []
+    last = 0
+    for m in p.QUOTED_PAIR.finditer(text):
+        name = m.group("name")
+        if m.start() < last or (m.group("open") != "(" and not m.group("dash")) or not is_sensitive_key(name):
+            continue
+        v = p.VALUE.match(text, m.end("sep"))
+        replacement = None if v is None else _value_replacement(name, ",", v)
+        if replacement is None:
+            continue
+        parts.append(text[last : m.end("sep")])
+        parts.append(replacement)
+        last = v.end()
     if not parts:
         return text
     parts.append(text[last:])
@@ -266,7 +304,8 @@ def _webhook(m: re.Match[str]) -> str:
 
 
 def _userinfo(m: re.Match[str]) -> str:
-    return m.group(0) if m.group(1) == REDACTED else "://" + REDACTED + "@"
+    # "[REDACTED]@…": already done (a userinfo may hold "@", so the marker can start a longer one).
+    return m.group(0) if m.group(1).startswith(REDACTED) else "://" + REDACTED + "@"
 
 
 def _is_auth_param(m: re.Match[str]) -> bool:
@@ -383,6 +422,8 @@ def _patterns(text: str) -> str:
         text = p.COOKIE_HEADER.sub(_cookie, text)
     if ":" in text or "=" in text or "%3" in text:
         text = _key_values(text)
+    if "'," in text or '",' in text or "' ," in text or '" ,' in text:
+        text = _quoted_pairs(text)
     if "--" in text:
         text = p.CLI_FLAG.sub(_cli_flag, text)
     if "login" in text:
