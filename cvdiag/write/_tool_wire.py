@@ -156,6 +156,7 @@ class AnswerTools:
     # -- what was asked --------------------------------------------------------------
 
     def _call(self, key: Any, call_id: Any, name: Any) -> Asked | None:
+        key = _key(key)
         found = self._by_key.get(key)
         if found is not None:
             if found.call_id is None and isinstance(call_id, str):
@@ -219,6 +220,15 @@ class AnswerTools:
             for item in body if isinstance(body, list) else [body]:
                 if isinstance(item, dict):
                     read(self, item)
+
+
+def _key(value: Any) -> Any:
+    """A call's key in an answer: its index or id as sent, or its repr when that is unhashable."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)[:256]
+    return value
 
 
 def _dicts(value: Any) -> list[dict]:
@@ -289,7 +299,7 @@ def _responses_event(t: AnswerTools, event: dict) -> None:
         t._text(event.get("delta"))
     elif kind in ("response.completed", "response.incomplete"):
         for item in _dicts(_d(event.get("response")).get("output")):
-            if item.get("type") != "message" and (item.get("call_id") or item.get("id")) not in t._by_key:
+            if item.get("type") != "message" and _key(item.get("call_id") or item.get("id")) not in t._by_key:
                 _responses_item(t, item, whole=True)
 
 
@@ -309,7 +319,7 @@ def _messages_event(t: AnswerTools, event: dict) -> None:
     elif kind == "content_block_delta":
         delta = _d(event.get("delta"))
         if delta.get("type") == "input_json_delta":
-            asked = t._by_key.get(event.get("index"))
+            asked = t._by_key.get(_key(event.get("index")))
             if asked is not None and isinstance(delta.get("partial_json"), str):
                 asked.add_args(delta["partial_json"])
         elif delta.get("type") == "text_delta":
