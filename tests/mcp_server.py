@@ -1,15 +1,13 @@
 """A real MCP server (the ``mcp`` package's MCPServer, i.e. FastMCP) for tests: ``weather``,
 with a tool that works, one that raises, one that returns ``isError`` and one that kills
 its own process mid-call. Run as ``python tests/mcp_server.py`` it serves over stdio;
-``http_server()`` serves it over streamable HTTP with uvicorn on a free loopback port."""
+``http_app()`` is the same server as a streamable-HTTP ASGI app."""
 
 from __future__ import annotations
 
 import os
-import socket
 import sys
-import threading
-import time
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -41,34 +39,9 @@ def die(city: str) -> str:
     os._exit(3)
 
 
-class HttpServer:
-    """The server over streamable HTTP on a free loopback port, in a thread."""
-
-    def __init__(self, json_response: bool = False) -> None:
-        import uvicorn
-
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.sock = sock
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        app = server.streamable_http_app(json_response=json_response)
-        config = uvicorn.Config(app, log_level="critical", lifespan="on")
-        self.uvicorn = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.uvicorn.run, kwargs={"sockets": [sock]}, daemon=True)
-
-    def start(self) -> HttpServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.uvicorn.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("MCP test server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self.uvicorn.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
+def http_app(json_response: bool = False) -> Any:
+    """The server as a streamable-HTTP ASGI app (serve it with lifespan on), at ``/mcp``."""
+    return server.streamable_http_app(json_response=json_response)
 
 
 if __name__ == "__main__":

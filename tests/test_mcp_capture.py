@@ -20,7 +20,8 @@ from mcp import ClientSession
 from mcp.client.session import ClientSession as SessionClass
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_server import HttpServer
+from mcp_server import http_app
+from serverkit import running_server
 
 import cvdiag
 from cvdiag.read.validate import problems
@@ -34,12 +35,12 @@ SERVER_SCRIPT = str(Path(__file__).parent / "mcp_server.py")
 
 @pytest.fixture(scope="module")
 def mcp_http():
-    servers = {"sse": HttpServer().start(), "json": HttpServer(json_response=True).start()}
-    try:
-        yield servers
-    finally:
-        for srv in servers.values():
-            srv.stop()
+    """The MCP server over streamable HTTP, answering in event streams and in JSON: URLs."""
+    with (
+        running_server(http_app(), lifespan="on", log_level="critical") as sse,
+        running_server(http_app(json_response=True), lifespan="on", log_level="critical") as json_,
+    ):
+        yield {"sse": sse + "/mcp", "json": json_ + "/mcp"}
 
 
 def _pairs(cap) -> list[tuple]:
@@ -65,7 +66,7 @@ async def _session_calls(session: ClientSession, *names: str) -> list[bool]:
 @pytest.mark.parametrize("answer", ["sse", "json"])
 def test_streamable_http_session_writes_one_pair_per_call(mcp_http, answer):
     async def run():
-        async with streamable_http_client(mcp_http[answer].url) as (read, write, *_), ClientSession(read, write) as s:
+        async with streamable_http_client(mcp_http[answer]) as (read, write, *_), ClientSession(read, write) as s:
             return await _session_calls(s, "forecast", "explode", "refuse")
 
     with capture("verbose") as cap, cvdiag.request_context(test_id=f"mcp-http-{answer}"):
@@ -198,7 +199,7 @@ def test_session_wrapper_is_installed_once_undone_and_inert_when_disabled(mcp_ht
     assert _mcp_capture.install_session() is False  # already there
 
     async def run():
-        async with streamable_http_client(mcp_http["json"].url) as (read, write, *_), ClientSession(read, write) as s:
+        async with streamable_http_client(mcp_http["json"]) as (read, write, *_), ClientSession(read, write) as s:
             return await _session_calls(s, "forecast")
 
     with capture("verbose", enabled=False) as cap:

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -176,16 +174,9 @@ def _inside(what: str, calls: int, turns: int) -> None:
 
 
 def _instructions(what: str, calls: int, turns: int) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--inside", what, str(calls), str(turns)],
-        capture_output=True,
-        check=True,
-    )  # fmt: skip
-    found = re.search(rb"Collected\s*:\s*(\d+)", out.stderr)
-    if found is None:
-        raise RuntimeError(f"valgrind printed no total for {what!r}: {out.stderr[-500:]!r}")
-    return int(found.group(1))
+    from bench_instructions import callgrind_total
+
+    return callgrind_total(__file__, "--inside", what, str(calls), str(turns))
 
 
 def _count_instructions(args: argparse.Namespace) -> None:
