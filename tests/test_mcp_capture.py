@@ -148,6 +148,16 @@ PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"pr
     ("reply", "expected"),
     [
         (Reply.sse(_sse(PROGRESS, {"jsonrpc": "2.0", "id": 7, "result": {"content": []}})), ("ok", None)),
+        (  # a line split over many small pieces
+            Reply.sse(_sse(PROGRESS, {"jsonrpc": "2.0", "id": 7, "result": {"isError": True}}), piece=7),
+            ("err", "protocol"),
+        ),
+        (  # an answer too big to keep: unknown, not failed (and read in linear time)
+            Reply.sse(
+                _sse({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"text": "x" * 2_000_000}]}}), piece=4096
+            ),
+            ("ok", None),
+        ),
         (Reply.sse(_sse(PROGRESS)), ("err", "transport")),  # the stream ended without the result
         (Reply.sse(_sse(PROGRESS), cut=True), ("err", "transport")),
         (
@@ -158,7 +168,15 @@ PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"pr
         ),
         (Reply.json(b"Internal Server Error", status=500), ("err", "transport")),
     ],
-    ids=["result-after-progress", "ended-without-result", "cut", "jsonrpc-error", "http-500"],
+    ids=[
+        "result-after-progress",
+        "split-is-error",
+        "too-big",
+        "ended-without-result",
+        "cut",
+        "jsonrpc-error",
+        "http-500",
+    ],
 )
 def test_raw_tools_call_over_httpx2(server, reply, expected):
     server.plan("/mcp", reply)

@@ -210,6 +210,7 @@ class McpExchange:
         "_kept",
         "_lock",
         "_message",
+        "_overflow",
         "_pieces",
         "arguments",
         "call_id",
@@ -241,6 +242,7 @@ class McpExchange:
         self._pieces: list[bytes] = []
         self._kept = 0
         self._message: dict | None = None
+        self._overflow = False
         self._done = False
         self._lock = threading.Lock()
 
@@ -263,19 +265,25 @@ class McpExchange:
             note_internal_error()
 
     def feed(self, chunk: bytes) -> None:
-        if self._message is not None or self._kept > RESPONSE_MAX or not chunk:
+        """Keep a JSON answer (up to ``RESPONSE_MAX``); read an event stream line by line,
+        keeping only its unfinished last line."""
+        if self._message is not None or self._overflow or not chunk:
             return
         self._pieces.append(chunk)
         self._kept += len(chunk)
         if self._event_stream and b"\n" in chunk:
-            self._find_in_events(last_line_whole=False)
+            data = b"".join(self._pieces)
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            self._pieces, self._kept = ([rest] if rest else []), len(rest)
+            self._find_in_events(data[:cut])
+        if self._kept > RESPONSE_MAX:  # too big to read: the result stays unknown, not failed
+            self._overflow = True
+            self._pieces, self._kept = [], 0
 
-    def _find_in_events(self, *, last_line_whole: bool) -> None:
-        """Look for this request's answer among the whole SSE ``data:`` lines so far."""
-        data = b"".join(self._pieces)
-        if not last_line_whole:
-            data = data[: data.rfind(b"\n") + 1]
-        for match in _DATA.finditer(data):
+    def _find_in_events(self, lines: bytes) -> None:
+        """Look for this request's answer among whole SSE lines."""
+        for match in _DATA.finditer(lines):
             message = _loads(match.group(1))
             if self._answers(message):
                 self._message = message
@@ -301,6 +309,8 @@ class McpExchange:
         self._read_rest()
         if self._message is not None:
             self._finish_with(self._message)
+        elif self._overflow and (self.http_status or 0) < 400:
+            self._finish(None, None, None)  # an answer too big to read: not a failure seen
         elif (self.http_status or 0) >= 400:
             self._finish("transport", f"HTTP {self.http_status} from the MCP server", None)
         else:
@@ -326,7 +336,7 @@ class McpExchange:
             if self._message is not None or not self._pieces:
                 return
             if self._event_stream:
-                self._find_in_events(last_line_whole=True)
+                self._find_in_events(b"".join(self._pieces))
                 return
             message = _loads(b"".join(self._pieces))
             for item in message if isinstance(message, list) else [message]:
