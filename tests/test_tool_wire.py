@@ -314,7 +314,8 @@ def test_gemini_json_answer(server):
 # -- a long conversation: only what is new is read ---------------------------------------
 
 
-def test_a_growing_conversation_is_read_from_where_the_last_body_ended(server):
+@pytest.mark.parametrize("moving_prefix", [False, True], ids=["fixed-prefix", "a-key-before-messages-changes"])
+def test_a_growing_conversation_is_read_from_where_the_last_body_ended(server, moving_prefix):
     turns = 30
     answers = []
     for n in range(turns):
@@ -328,7 +329,9 @@ def test_a_growing_conversation_is_read_from_where_the_last_body_ended(server):
     _tool_wire.memory.reset()
     with capture("verbose") as cap, cvdiag.request_context(test_id=_test_id()), httpx.Client() as client:
         for n in range(turns):
-            client.post(server.url + CHAT, json={"model": "m", "messages": messages, "tools": [{"type": "function"}]})
+            prefix = {"user": "u" * (n % 5) if moving_prefix else "u"}  # a key before the array
+            body = {**prefix, "model": "m", "messages": messages, "tools": [{"type": "function"}]}
+            client.post(server.url + CHAT, json=body)
             messages.append(
                 {
                     "role": "assistant",
