@@ -70,7 +70,7 @@ _ANSWER_MARKERS: dict[str, tuple[bytes, ...]] = {
     "messages": (b'"tool_use"', b'"input_json_delta"'),
     "generate_content": (b'"functionCall"',),
 }
-_SKIP = re.compile(r"[\s,]*")
+_SKIP = re.compile(r"\s*,?\s*")
 _unnamed = itertools.count(1)
 _DECODER = json.JSONDecoder()
 
@@ -701,20 +701,22 @@ class Memory:
 
 def _elements(text: str, *, fresh: bool) -> tuple[list[Any], int | None]:
     """The JSON values of an array in ``text`` (from its ``[``, or from just after an
-    element already read), and the index of its ``]`` (None when cut short)."""
-    decode, skip = _DECODER.raw_decode, _SKIP.match
-    i = 1 if fresh else 0
-    elements: list[Any] = []
-    n = len(text)
-    while len(elements) < ELEMENTS_MAX:
-        i = skip(text, i).end()  # type: ignore[union-attr]
-        if i >= n:
-            return elements, None
-        if text[i] == "]":
-            return elements, i
-        value, i = decode(text, i)
-        elements.append(value)
-    return elements, None
+    element already read: ``,`` and more elements), and the index of its ``]``.
+
+    One ``raw_decode`` of the whole (rest of the) array, so the parsing runs in the json
+    module's C scanner, not element by element in Python. Raises ValueError when it is
+    not a JSON array, RecursionError when it nests too deep."""
+    shift = 0
+    if not fresh:
+        gap = _SKIP.match(text)
+        i = gap.end()  # type: ignore[union-attr]
+        if "," not in gap.group():  # type: ignore[union-attr]
+            return [], (i if text[i : i + 1] == "]" else None)  # nothing new (or not an array)
+        text, shift = "[" + text[i:], i - 1
+    value, end = _DECODER.raw_decode(text)
+    if not isinstance(value, list):
+        raise ValueError("not an array")
+    return value[:ELEMENTS_MAX], end - 1 + shift
 
 
 def result_line(pending: _Pending, result: _Result, now_ns: int) -> tuple[dict[str, Any], str, int]:
