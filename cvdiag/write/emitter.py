@@ -10,6 +10,7 @@ tests (``cvdiag.testing.reset``).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -35,7 +36,7 @@ from cvdiag.contract.schema import (
 from cvdiag.write import config
 from cvdiag.write._caps import render_capped
 from cvdiag.write._writer import Writer
-from cvdiag.write.context import current_context, resolve_slug
+from cvdiag.write.context import RequestContext, bind, current_context, resolve_slug, unbind
 from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree
 from cvdiag.write.sinks import FileSink, Sink, StdoutSink
 
@@ -191,6 +192,7 @@ def flush(timeout: float = 5.0) -> bool:
 def stats() -> dict[str, int]:
     """Counts of what was emitted, dropped, truncated or failed, for this process."""
     counters, writer = state.counters, state.writer
+    tool_wire = sys.modules.get("cvdiag.write._tool_wire")  # loaded with LLM capture only
     return {
         "emitted": counters.emitted,
         "written": writer.written,
@@ -201,6 +203,8 @@ def stats() -> dict[str, int]:
         "unknown_boundaries": counters.unknown_boundaries,
         "metadata_dropped": counters.metadata_dropped,
         "truncated": counters.truncated,
+        "tool_bodies_skipped": tool_wire.memory.skipped_bodies if tool_wire is not None else 0,
+        "tool_results_unpaired": tool_wire.memory.unpaired if tool_wire is not None else 0,
     }
 
 
@@ -402,6 +406,26 @@ def emit(
     Never raises into the caller (except in strict mode) and never blocks.
     """
     emit_edge(boundary, metadata, outcome=outcome, duration_ms=duration_ms, edge_headers=None)
+
+
+def emit_as(
+    ctx: RequestContext,
+    boundary: str,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    outcome: str | None = None,
+    duration_ms: int | None = None,
+) -> None:
+    """``emit`` bound to ``ctx``: a line of that request written from another thread or task
+    (an answer read later, an MCP transport's own task)."""
+    if current_context() is ctx:
+        emit(boundary, metadata, outcome=outcome, duration_ms=duration_ms)
+        return
+    token = bind(ctx)
+    try:
+        emit(boundary, metadata, outcome=outcome, duration_ms=duration_ms)
+    finally:
+        unbind(token)
 
 
 def emit_edge(
