@@ -51,7 +51,7 @@ def test_the_waterfall_has_a_tools_lane_with_the_failed_call_marked(page: Any) -
     assert lanes == ["backend", "tools"]
     bars = page.eval_on_selector_all("#waterfall g.bar-tool", "gs => gs.map(g => [g.dataset.outcome, g.dataset.label])")
     assert sorted(bars) == [
-        ["err", f"forecast (mcp weather) \u00b7 240 ms \u00b7 protocol: {TOOL_EXCERPT}"],
+        ["err", f"forecast (mcp, server weather) \u00b7 240 ms \u00b7 protocol: {TOOL_EXCERPT}"],
         ["ok", "clock (wire) \u00b7 20 ms"],
     ]
     failed = page.query_selector('#waterfall g.bar-tool[data-outcome="err"] rect')

@@ -503,7 +503,7 @@
       return a + " \u00b7 " + dur + (why ? " \u00b7 " + why : "");
     }
     if (bar.row === "tool") {
-      var where = [md.source || start.source, md.server || start.server].filter(Boolean).join(" ");
+      var server = md.server || start.server, where = [md.source || start.source, server ? "server " + server : ""].filter(Boolean).join(", ");
       var failed = bar.outcome === "err" || (bar.outcome === "timeout" && md.error_kind);
       return (md.tool_name || start.tool_name || "tool") + (where ? " (" + where + ")" : "") + " \u00b7 " + dur +
         (failed ? " \u00b7 " + (md.error_kind || bar.outcome) + (md.error_excerpt ? ": " + md.error_excerpt : "") : "");
