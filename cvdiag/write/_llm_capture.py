@@ -157,6 +157,7 @@ class Exchange:
         "_lock",
         "_retry_key",
         "attempt",
+        "client",
         "ctx",
         "first_output_ns",
         "http_status",
@@ -168,8 +169,12 @@ class Exchange:
         "start_ns",
     )
 
-    def __init__(self, route: LLMRoute, ctx: RequestContext, scope: LLMCall | None, attempt: int) -> None:
+    def __init__(
+        self, route: LLMRoute, ctx: RequestContext, scope: LLMCall | None, attempt: int, client: str | None = None
+    ) -> None:
         self.route = route
+        #: The HTTP client library that carried the call (``client`` on both lines).
+        self.client = client
         self.ctx = ctx
         self.scope = scope
         self.attempt = attempt
@@ -203,6 +208,7 @@ class Exchange:
                 "api": route.api,
                 "stream": route.stream,
                 "source": "http",
+                "client": self.client,
             },
         )
         tier = active_tier(self.ctx.slug)
@@ -223,24 +229,30 @@ class Exchange:
     def responded(self, response: Any, observed: type) -> None:
         """Read the status and headers, and put ``observed`` around the body's byte stream."""
         try:
-            headers = response.headers
-            self.http_status = response.status_code
-            self.retry_after_ms = _retry_after_ms(headers)
-            self.request_id = _text(headers.get("x-request-id") or headers.get("request-id"))
-            event_stream = "text/event-stream" in (headers.get("content-type") or "")
-            if response.is_stream_consumed:
+            consumed = response.is_stream_consumed
+            self.answered(response.status_code, response.headers, decoded=consumed)
+            if consumed:
                 # Built from bytes in memory (a mock transport, a cached answer): already
                 # read and decoded, so there is no stream to watch; read the content.
-                self.reader = AnswerReader(self.route.api, event_stream=event_stream)
                 self.feed(response.content)
                 self.ended()
                 return
-            self.reader = AnswerReader(
-                self.route.api, event_stream=event_stream, encoding=headers.get("content-encoding")
-            )
             response.stream = observed(response.stream, self)
         except Exception:
             note_internal_error()
+
+    def answered(self, status: int, headers: Any, *, decoded: bool = False, reader: Any = None) -> None:
+        """Status and headers of the response, from any client (``headers.get`` must be
+        case-insensitive); ``decoded`` when the client hands over the body already
+        inflated; ``reader`` replaces the ``AnswerReader`` for a format of its own."""
+        self.http_status = status
+        self.retry_after_ms = _retry_after_ms(headers)
+        self.request_id = _text(headers.get("x-request-id") or headers.get("request-id"))
+        if reader is None:
+            event_stream = "text/event-stream" in (headers.get("content-type") or "")
+            encoding = None if decoded else headers.get("content-encoding")
+            reader = AnswerReader(self.route.api, event_stream=event_stream, encoding=encoding)
+        self.reader = reader
 
     def feed(self, chunk: bytes) -> None:
         try:
@@ -349,6 +361,7 @@ class Exchange:
             "api": route.api,
             "stream": route.stream,
             "source": "http",
+            "client": self.client,
             "request_id": self.request_id,
         }
 
@@ -382,19 +395,24 @@ def _content(request: Any) -> bytes | None:
         return None
 
 
-def begin(request: Any) -> Exchange | None:
-    """An ``Exchange`` when ``request`` is an LLM call and cvdiag is on, else None. Never raises."""
+def begin(request: Any, client: str | None = None, route: LLMRoute | None = None) -> Exchange | None:
+    """An ``Exchange`` when ``request`` is an LLM call and cvdiag is on, else None. Never raises.
+
+    ``request`` needs httpx's shape: ``method``, ``url.host``, ``url.path``, ``headers``
+    (case-insensitive ``get``) and ``content``; ``client`` names the library that sends
+    it; ``route`` skips recognition for a caller that recognised the request itself."""
     if not is_enabled():
         return None
     try:
         url = request.url
-        route = recognise(request.method, url.host, url.path, functools.partial(_content, request))
+        if route is None:
+            route = recognise(request.method, url.host, url.path, functools.partial(_content, request))
         if route is None:
             return None
         content = _content(request)
         ctx = current_context() or new_context()
         attempt, key = _attempt(request, ctx.test_id, url.path, content)
-        exchange = Exchange(route, ctx, current_llm_call(), attempt)
+        exchange = Exchange(route, ctx, current_llm_call(), attempt, client)
         exchange._retry_key = key
         exchange.start()
         return exchange
