@@ -39,7 +39,6 @@ from cvdiag.write.emitter import note_internal_error
 __all__ = ["CLIENT", "install", "uninstall"]
 
 CLIENT = "aiohttp"
-_MARK = "__cvdiag_original__"
 
 
 class _State:
@@ -60,7 +59,7 @@ def install(*, llm: bool) -> bool:
     """Wrap ``ClientSession._request`` (once); True when this call wrapped it."""
     state.llm, state.on = llm, True
     current = ClientSession.__dict__["_request"]
-    if getattr(current, _MARK, None) is not None:
+    if current is _request:
         return False
     state.original = current
     ClientSession._request = _request  # type: ignore[method-assign]

@@ -37,7 +37,6 @@ __all__ = ["CLIENT", "install", "uninstall"]
 
 CLIENT = "urllib3"
 _KEY = "_cvdiag_exchange"
-_MARK = "__cvdiag_original__"
 _RETRY_HEADER = "x-stainless-retry-count"
 
 
@@ -61,7 +60,7 @@ def install(*, llm: bool, bedrock: bool) -> bool:
     """Wrap ``HTTPConnectionPool.urlopen`` (once); True when this call wrapped it."""
     state.llm, state.bedrock, state.on = llm, bedrock, True
     current = HTTPConnectionPool.__dict__["urlopen"]
-    if getattr(current, _MARK, None) is not None:
+    if current is _urlopen:
         return False
     state.original = current
     HTTPConnectionPool.urlopen = _urlopen  # type: ignore[method-assign]
@@ -191,60 +190,56 @@ def _caller_sees(exc: BaseException) -> str:
 
 
 class _Watched(HTTPResponse):
-    """An ``HTTPResponse`` whose raw body bytes are shown to its exchange on the way."""
+    """An ``HTTPResponse`` whose raw body bytes are shown to its exchange on the way.
 
-    def _take(self) -> Any:
-        return self.__dict__.pop(_KEY, None)
+    Each hook holds the exchange out of the instance while urllib3 works: urllib3 closes
+    the response itself before it raises a broken chunk, and that ``close`` must not
+    read as a body the caller gave up."""
 
     def _raw_read(self, amt: int | None = None, *, read1: bool = False) -> bytes:
-        exchange = self.__dict__.get(_KEY)
+        exchange = self.__dict__.pop(_KEY, None)
         if exchange is None:
             return HTTPResponse._raw_read(self, amt, read1=read1)
         try:
             data = HTTPResponse._raw_read(self, amt, read1=read1)
         except BaseException as exc:
-            self._take()
             exchange.failed(exc)
             raise
         if data:
             exchange.feed(data)
         if (not data and amt != 0) or is_fp_closed(self._fp):
-            self._take()
             exchange.ended()
+        else:
+            self.__dict__[_KEY] = exchange
         return data
 
     def _handle_chunk(self, amt: int | None) -> bytes:
-        exchange = self.__dict__.get(_KEY)
+        exchange = self.__dict__.pop(_KEY, None)
         if exchange is None:
             return HTTPResponse._handle_chunk(self, amt)
         try:
             chunk = HTTPResponse._handle_chunk(self, amt)
         except BaseException as exc:
-            self._broken(exchange, exc)
+            _broken(exchange, exc)
             raise
         exchange.feed(chunk)
+        self.__dict__[_KEY] = exchange
         return chunk
 
     def _update_chunk_length(self) -> None:
-        exchange = self.__dict__.get(_KEY)
+        exchange = self.__dict__.pop(_KEY, None)
         if exchange is None:
             HTTPResponse._update_chunk_length(self)
             return
         try:
             HTTPResponse._update_chunk_length(self)
         except BaseException as exc:
-            self._broken(exchange, exc)
+            _broken(exchange, exc)
             raise
         if self.chunk_left == 0:  # the last chunk: the body is whole
-            self._take()
             exchange.ended()
-
-    def _broken(self, exchange: Any, exc: BaseException) -> None:
-        self._take()
-        if isinstance(exc, CANCELLED):
-            exchange.failed(exc)
         else:
-            exchange.finish("err", _caller_sees(exc))
+            self.__dict__[_KEY] = exchange
 
     def close(self) -> None:
         exchange = self.__dict__.pop(_KEY, None)
@@ -256,6 +251,13 @@ class _Watched(HTTPResponse):
         # Collected unclosed: the finalizer queues the call; do not end it from here.
         self.__dict__.pop(_KEY, None)
         HTTPResponse.__del__(self)
+
+
+def _broken(exchange: Any, exc: BaseException) -> None:
+    if isinstance(exc, CANCELLED):
+        exchange.failed(exc)
+    else:
+        exchange.finish("err", _caller_sees(exc))
 
 
 _Watched.__name__ = _Watched.__qualname__ = "HTTPResponse"
