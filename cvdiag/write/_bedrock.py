@@ -77,7 +77,7 @@ def _dumped(value: Any) -> int:
 class BedrockReader(AnswerReader):
     """An ``AnswerReader`` for Bedrock's answers (same facts, same attributes)."""
 
-    __slots__ = ("_frames", "_operation", "_seen_frames")
+    __slots__ = ("_frames", "_operation", "_seen_frames", "final")
 
     def __init__(self, operation: str, headers: Any, *, encoding: str | None = None) -> None:
         streamed = operation in _STREAMS
@@ -85,6 +85,8 @@ class BedrockReader(AnswerReader):
         self._operation = operation
         self._frames = FrameDecoder() if streamed else None
         self._seen_frames = False
+        #: An exception frame ended the stream: botocore raises it and reads no further.
+        self.final = False
         self.error_type = error_code(headers.get("x-amzn-errortype"))
         if not streamed:
             self.output_chars = None
@@ -110,6 +112,7 @@ class BedrockReader(AnswerReader):
         kind = headers.get(":message-type")
         if kind == "exception" or kind == "error":
             self.error_type = str(headers.get(":exception-type") or headers.get(":error-code") or "error")[:512]
+            self.final = True
             return
         self.chunks += 1
         try:

@@ -21,6 +21,7 @@ own is counted (``cvdiag.stats()["internal_errors"]``) and the bytes flow on.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import functools
 import importlib
@@ -58,6 +59,9 @@ _RETRY_MEMORY = 256
 
 #: A retry key: (test id, path, hash of the body).
 RetryKey = tuple[str, str, int]
+#: True while an httpx client sends a recognised call: a transport underneath it that
+#: is instrumented too (LiteLLM sends httpx requests through aiohttp) adds no second call.
+_carried: contextvars.ContextVar[bool] = contextvars.ContextVar("cvdiag_llm_carried", default=False)
 
 
 class _Memory:
@@ -401,7 +405,7 @@ def begin(request: Any, client: str | None = None, route: LLMRoute | None = None
     ``request`` needs httpx's shape: ``method``, ``url.host``, ``url.path``, ``headers``
     (case-insensitive ``get``) and ``content``; ``client`` names the library that sends
     it; ``route`` skips recognition for a caller that recognised the request itself."""
-    if not is_enabled():
+    if not is_enabled() or _carried.get():
         return None
     try:
         url = request.url
@@ -424,11 +428,14 @@ def begin(request: Any, client: str | None = None, route: LLMRoute | None = None
 def send_sync(exchange: Exchange, original: Any, client: Any, request: Any, kwargs: dict[str, Any]) -> Any:
     """``Client.send`` with the body observed: sent as a stream, then read if the caller wanted it read."""
     stream = kwargs.pop("stream", False)
+    carried = _carried.set(True)
     try:
         response = original(client, request, stream=True, **kwargs)
     except BaseException as exc:
         exchange.failed(exc)
         raise
+    finally:
+        _carried.reset(carried)
     exchange.responded(response, _observed_types(type(client))[0])
     if not stream:
         try:
@@ -442,11 +449,14 @@ def send_sync(exchange: Exchange, original: Any, client: Any, request: Any, kwar
 async def send_async(exchange: Exchange, original: Any, client: Any, request: Any, kwargs: dict[str, Any]) -> Any:
     """``AsyncClient.send`` with the body observed, as ``send_sync``."""
     stream = kwargs.pop("stream", False)
+    carried = _carried.set(True)
     try:
         response = await original(client, request, stream=True, **kwargs)
     except BaseException as exc:
         exchange.failed(exc)
         raise
+    finally:
+        _carried.reset(carried)
     exchange.responded(response, _observed_types(type(client))[1])
     if not stream:
         try:

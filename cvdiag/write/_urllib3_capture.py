@@ -19,6 +19,7 @@ each ``urlopen`` is an attempt (botocore numbers them: ``amz-sdk-request``).
 
 from __future__ import annotations
 
+import email.message
 import threading
 import weakref
 from typing import Any
@@ -114,11 +115,17 @@ def _body_and_headers(pool: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[A
 
 
 def _with(headers: Any, defaults: Any, extra: dict[str, str]) -> Any:
-    """A copy of the request's headers (urllib3 sends the pool's when there are none) with
-    ``extra`` appended: the caller's own mapping is never changed."""
-    from urllib3._collections import HTTPHeaderDict
-
-    merged = HTTPHeaderDict(headers if headers is not None else defaults)
+    """A copy of the request's headers (urllib3 sends the pool's when there are none), of
+    the same type, with ``extra`` appended: the caller's own mapping is never changed.
+    botocore's ``HTTPHeaders`` is an email ``Message`` (repeatable, values may be bytes);
+    dict, ``requests``' ``CaseInsensitiveDict`` and ``HTTPHeaderDict`` have ``copy``."""
+    source = headers if headers is not None else defaults
+    if isinstance(source, email.message.Message):
+        merged = type(source)()
+        for name, value in source.items():
+            merged[name] = value
+    else:
+        merged = source.copy()
     for name, value in extra.items():
         merged[name] = value
     return merged
@@ -207,7 +214,7 @@ class _Watched(HTTPResponse):
             raise
         if data:
             exchange.feed(data)
-        if (not data and amt != 0) or is_fp_closed(self._fp):
+        if (not data and amt != 0) or is_fp_closed(self._fp) or _final(exchange):
             exchange.ended()
         else:
             self.__dict__[_KEY] = exchange
@@ -223,7 +230,10 @@ class _Watched(HTTPResponse):
             _broken(exchange, exc)
             raise
         exchange.feed(chunk)
-        self.__dict__[_KEY] = exchange
+        if _final(exchange):
+            exchange.ended()
+        else:
+            self.__dict__[_KEY] = exchange
         return chunk
 
     def _update_chunk_length(self) -> None:
@@ -251,6 +261,12 @@ class _Watched(HTTPResponse):
         # Collected unclosed: the finalizer queues the call; do not end it from here.
         self.__dict__.pop(_KEY, None)
         HTTPResponse.__del__(self)
+
+
+def _final(exchange: Any) -> bool:
+    """The answer's reader knows the answer is over before its body ends (Bedrock's
+    exception frame, after which botocore raises and reads no further)."""
+    return getattr(exchange.reader, "final", False)
 
 
 def _broken(exchange: Any, exc: BaseException) -> None:
