@@ -22,6 +22,7 @@ from __future__ import annotations
 import email.message
 import threading
 import weakref
+from threading import get_ident
 from typing import Any
 
 from urllib3.connectionpool import HTTPConnectionPool
@@ -38,6 +39,7 @@ __all__ = ["CLIENT", "install", "uninstall"]
 
 CLIENT = "urllib3"
 _KEY = "_cvdiag_exchange"
+_BUSY = "_cvdiag_reading_in"
 _RETRY_HEADER = "x-stainless-retry-count"
 
 
@@ -199,62 +201,77 @@ def _caller_sees(exc: BaseException) -> str:
 class _Watched(HTTPResponse):
     """An ``HTTPResponse`` whose raw body bytes are shown to its exchange on the way.
 
-    Each hook holds the exchange out of the instance while urllib3 works: urllib3 closes
-    the response itself before it raises a broken chunk, and that ``close`` must not
-    read as a body the caller gave up."""
+    While a hook runs, the instance notes the thread it runs in: urllib3 closes the
+    response itself before it raises a broken chunk, and that ``close`` must not read as
+    a body the caller gave up, whereas a ``close`` from another thread (an app that gives
+    up on a body a worker thread is still reading) is exactly that."""
 
     def _raw_read(self, amt: int | None = None, *, read1: bool = False) -> bytes:
-        exchange = self.__dict__.pop(_KEY, None)
+        state = self.__dict__
+        exchange = state.get(_KEY)
         if exchange is None:
             return HTTPResponse._raw_read(self, amt, read1=read1)
+        state[_BUSY] = get_ident()
         try:
             data = HTTPResponse._raw_read(self, amt, read1=read1)
         except BaseException as exc:
+            state.pop(_KEY, None)
             exchange.failed(exc)
             raise
+        finally:
+            state.pop(_BUSY, None)
         if data:
             exchange.feed(data)
         if (not data and amt != 0) or is_fp_closed(self._fp) or _final(exchange):
+            state.pop(_KEY, None)
             exchange.ended()
-        else:
-            self.__dict__[_KEY] = exchange
         return data
 
     def _handle_chunk(self, amt: int | None) -> bytes:
-        exchange = self.__dict__.pop(_KEY, None)
+        state = self.__dict__
+        exchange = state.get(_KEY)
         if exchange is None:
             return HTTPResponse._handle_chunk(self, amt)
+        state[_BUSY] = get_ident()
         try:
             chunk = HTTPResponse._handle_chunk(self, amt)
         except BaseException as exc:
+            state.pop(_KEY, None)
             _broken(exchange, exc)
             raise
+        finally:
+            state.pop(_BUSY, None)
         exchange.feed(chunk)
         if _final(exchange):
+            state.pop(_KEY, None)
             exchange.ended()
-        else:
-            self.__dict__[_KEY] = exchange
         return chunk
 
     def _update_chunk_length(self) -> None:
-        exchange = self.__dict__.pop(_KEY, None)
+        state = self.__dict__
+        exchange = state.get(_KEY)
         if exchange is None:
             HTTPResponse._update_chunk_length(self)
             return
+        state[_BUSY] = get_ident()
         try:
             HTTPResponse._update_chunk_length(self)
         except BaseException as exc:
+            state.pop(_KEY, None)
             _broken(exchange, exc)
             raise
+        finally:
+            state.pop(_BUSY, None)
         if self.chunk_left == 0:  # the last chunk: the body is whole
+            state.pop(_KEY, None)
             exchange.ended()
-        else:
-            self.__dict__[_KEY] = exchange
 
     def close(self) -> None:
-        exchange = self.__dict__.pop(_KEY, None)
-        if exchange is not None:
-            exchange.abandoned()
+        state = self.__dict__
+        if state.get(_BUSY) != get_ident():
+            exchange = state.pop(_KEY, None)
+            if exchange is not None:
+                exchange.abandoned()
         HTTPResponse.close(self)
 
     def __del__(self) -> None:
