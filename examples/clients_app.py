@@ -117,7 +117,8 @@ def _genai_client() -> Any:
     from google.genai import types
 
     retry = types.HttpRetryOptions(attempts=MAX_RETRIES + 1, initial_delay=BACKOFF_S, max_delay=BACKOFF_S, jitter=0)
-    options = types.HttpOptions(base_url=os.environ.get("GEMINI_BASE_URL"), retry_options=retry)
+    base_url = os.environ.get("GEMINI_BASE_URL")
+    options = types.HttpOptions(api_version="v1beta", base_url=base_url, retry_options=retry)
     return genai.Client(api_key=os.environ.get("GEMINI_API_KEY", "placeholder"), http_options=options)
 
 

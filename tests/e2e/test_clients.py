@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, Aimock, ExampleServer, _cvdiag_cli, _unavailable, serve_app
 
 sys.path.insert(0, str(REPO / "tests"))  # the Bedrock stand-in lives beside the unit tests
-from bedrock_stand_in import running as bedrock_stand_in  # noqa: E402
+from bedrock_stand_in import running as bedrock_stand_in
 
 SLOW_THRESHOLD_S = "1"
 SLOW_TTFT_MS = 1200
@@ -42,7 +42,7 @@ class Client:
 CLIENTS = [
     Client("aiohttp", ("aiohttp",), "aiohttp", "openai-compatible", "stop"),
     Client("requests", ("requests",), "urllib3", "openai-compatible", "stop"),
-    Client("genai", ("google.genai", "aiohttp"), "aiohttp", "gemini-compatible", "STOP", None),
+    Client("genai", ("google.genai", "aiohttp"), "aiohttp", "gemini-compatible", "STOP"),
     Client("litellm", ("litellm",), "httpx", "openai-compatible", "stop"),
     Client("bedrock", ("boto3",), "urllib3", "aws-bedrock", "end_turn"),
 ]
