@@ -86,8 +86,13 @@ def app(request: pytest.FixtureRequest, aimock: Aimock, bedrock, tmp_path_factor
         "EXAMPLE_MAX_RETRIES": str(RETRIES),
         "EXAMPLE_HEARTBEAT_S": HEARTBEAT_S,
         "LITELLM_LOG": "ERROR",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no fetch of the price list over the network
     }
     with serve_app("examples.clients_app:app", env, tmp_path_factory.mktemp(spec.name), request.config) as server:
+        # One call first, with time to spare: the SDKs import lazily on it (litellm's
+        # import alone takes seconds), which the tests' own time-outs should not include.
+        warm_up = httpx2.get(f"{server.url}/chat", params={"q": "where is my parcel?"}, timeout=120.0)
+        assert warm_up.status_code == 200, warm_up.text
         yield ClientServer(spec, server)
 
 
