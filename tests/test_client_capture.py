@@ -487,3 +487,27 @@ def test_a_gzip_bomb_is_read_in_bounded_steps_and_passed_on_whole(server):
         got2 = asyncio.run(_aiohttp_read(server.url, "iter_any", auto_decompress=False))
     assert got == bomb and gzip.decompress(got2) == bomb
     assert len(_calls(cap)) == 2
+
+
+@pytest.mark.parametrize("lib", ["httpx", "httpx2"])
+def test_httpx_lines_name_their_library_too(server, lib):
+    module = __import__(lib)
+    server.plan(CHAT, Reply.sse("openai_chat_stream.sse"))
+    with capture("verbose") as cap, module.Client() as client:
+        assert client.post(server.url + CHAT, json=BODY).content == RECORDED
+    assert _happy(_one_call(cap, lib)) == HAPPY
+
+
+def test_a_reader_that_breaks_never_reaches_the_caller(server, monkeypatch):
+    from cvdiag.write import _llm_stream
+
+    def broken(self, data):
+        raise RuntimeError("a bug in cvdiag's reader")
+
+    monkeypatch.setattr(_llm_stream.AnswerReader, "feed", broken)
+    server.plan(CHAT, Reply.sse("openai_chat_stream.sse", piece=37))
+    with capture("verbose", strict=False) as cap:
+        assert asyncio.run(_aiohttp_read(server.url, "iter_any")) == RECORDED
+        assert _requests_read(server.url, "iter_content") == RECORDED
+    assert [c["outcome"] for c in _calls(cap)] == ["ok", "ok"]  # whole bodies, facts unknown
+    assert cvdiag.stats()["internal_errors"] >= 2

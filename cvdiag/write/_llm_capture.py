@@ -266,6 +266,8 @@ class Exchange:
                 if self.first_output_ns is None and reader.output_chars:
                     self.first_output_ns = time.monotonic_ns()
         except Exception:
+            if self.reader is not None:
+                self.reader.readable = False  # a reader that broke knows nothing: unknown, not wrong
             note_internal_error()
 
     # -- the end: exactly one of these finishes the call ------------------------------
