@@ -91,7 +91,12 @@ def app(request: pytest.FixtureRequest, aimock: Aimock, bedrock, tmp_path_factor
     with serve_app("examples.clients_app:app", env, tmp_path_factory.mktemp(spec.name), request.config) as server:
         # One call first, with time to spare: the SDKs import lazily on it (litellm's
         # import alone takes seconds), which the tests' own time-outs should not include.
-        warm_up = httpx2.get(f"{server.url}/chat", params={"q": "where is my parcel?"}, timeout=120.0)
+        warm_up = httpx2.get(
+            f"{server.url}/chat",
+            params={"q": "where is my parcel?"},
+            headers={"x-test-id": f"warm-up-{spec.name}"},  # not the first test's id
+            timeout=120.0,
+        )
         assert warm_up.status_code == 200, warm_up.text
         yield ClientServer(spec, server)
 
