@@ -201,25 +201,23 @@ def _caller_sees(exc: BaseException) -> str:
 class _Watched(HTTPResponse):
     """An ``HTTPResponse`` whose raw body bytes are shown to its exchange on the way.
 
-    While a hook runs, the instance notes the thread it runs in: urllib3 closes the
-    response itself before it raises a broken chunk, and that ``close`` must not read as
-    a body the caller gave up, whereas a ``close`` from another thread (an app that gives
-    up on a body a worker thread is still reading) is exactly that."""
+    While ``_update_chunk_length`` runs, the instance notes the thread it runs in: urllib3
+    closes the response itself there before it raises a broken chunk, and that ``close``
+    must not read as a body the caller gave up, whereas a ``close`` from another thread
+    (an app that gives up on a body a worker thread is still reading) is exactly that.
+    A call already ended that way ignores the read error that follows."""
 
     def _raw_read(self, amt: int | None = None, *, read1: bool = False) -> bytes:
         state = self.__dict__
         exchange = state.get(_KEY)
         if exchange is None:
             return HTTPResponse._raw_read(self, amt, read1=read1)
-        state[_BUSY] = get_ident()
         try:
             data = HTTPResponse._raw_read(self, amt, read1=read1)
         except BaseException as exc:
             state.pop(_KEY, None)
             exchange.failed(exc)
             raise
-        finally:
-            state.pop(_BUSY, None)
         if data:
             exchange.feed(data)
         if (not data and amt != 0) or is_fp_closed(self._fp) or _final(exchange):
@@ -232,15 +230,12 @@ class _Watched(HTTPResponse):
         exchange = state.get(_KEY)
         if exchange is None:
             return HTTPResponse._handle_chunk(self, amt)
-        state[_BUSY] = get_ident()
         try:
             chunk = HTTPResponse._handle_chunk(self, amt)
         except BaseException as exc:
             state.pop(_KEY, None)
             _broken(exchange, exc)
             raise
-        finally:
-            state.pop(_BUSY, None)
         exchange.feed(chunk)
         if _final(exchange):
             state.pop(_KEY, None)
