@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 from cvdiag.write._eventstream import FrameDecoder
 from cvdiag.write._llm_stream import AnswerReader
+from cvdiag.write._llm_stream import _dumped_len as _dumped
 from cvdiag.write.llm_routes import LLMRoute
 
 __all__ = ["PROVIDER", "BedrockReader", "attempt_of", "error_code", "recognise_bedrock"]
@@ -63,15 +64,6 @@ def error_code(value: Any) -> str | None:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _dumped(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value)
-    try:
-        return len(json.dumps(value, separators=(",", ":")))
-    except (TypeError, ValueError):
-        return 0
 
 
 class BedrockReader(AnswerReader):
