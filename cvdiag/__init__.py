@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from cvdiag.write.config import configure
     from cvdiag.write.context import current_context, request_context
     from cvdiag.write.emitter import emit, flush, stats
+    from cvdiag.write.instrumentation import instrument, uninstrument
     from cvdiag.write.llm_routes import register_llm_endpoint
     from cvdiag.write.middleware import CvdiagMiddleware
     from cvdiag.write.propagation import instrument_httpx, uninstrument_httpx, wrap
@@ -32,6 +33,8 @@ _WHERE = {
     "flush": "write.emitter",
     "stats": "write.emitter",
     "register_llm_endpoint": "write.llm_routes",
+    "instrument": "write.instrumentation",
+    "uninstrument": "write.instrumentation",
     "instrument_httpx": "write.propagation",
     "uninstrument_httpx": "write.propagation",
     "wrap": "write.propagation",
@@ -47,12 +50,14 @@ __all__ = [
     "current_context",
     "emit",
     "flush",
+    "instrument",
     "instrument_httpx",
     "llm_call",
     "register_boundary",
     "register_llm_endpoint",
     "request_context",
     "stats",
+    "uninstrument",
     "uninstrument_httpx",
     "wrap",
 ]

@@ -20,6 +20,7 @@ own is counted (``cvdiag.stats()["internal_errors"]``) and the bytes flow on.
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import functools
 import importlib
@@ -64,6 +65,11 @@ _RETRY_MEMORY = 256
 
 #: A retry key: (test id, path, hash of the body).
 RetryKey = tuple[str, str, int]
+#: True while an httpx client sends a recognised call: a transport underneath it that
+#: is instrumented too (LiteLLM sends httpx requests through aiohttp) adds no second call.
+_carried: contextvars.ContextVar[bool] = contextvars.ContextVar("cvdiag_llm_carried", default=False)
+#: MCP over streamable HTTP is recognised on the httpx clients (the ``mcp`` SDK's transport) only.
+_MCP_CLIENTS = (None, "httpx", "httpx2")
 
 
 class _Memory:
@@ -163,6 +169,7 @@ class Exchange:
         "_lock",
         "_retry_key",
         "attempt",
+        "client",
         "ctx",
         "first_output_ns",
         "http_status",
@@ -175,8 +182,12 @@ class Exchange:
         "watch",
     )
 
-    def __init__(self, route: LLMRoute, ctx: RequestContext, scope: LLMCall | None, attempt: int) -> None:
+    def __init__(
+        self, route: LLMRoute, ctx: RequestContext, scope: LLMCall | None, attempt: int, client: str | None = None
+    ) -> None:
         self.route = route
+        #: The HTTP client library that carried the call (``client`` on both lines).
+        self.client = client
         self.ctx = ctx
         self.scope = scope
         self.attempt = attempt
@@ -212,6 +223,7 @@ class Exchange:
                 "api": route.api,
                 "stream": route.stream,
                 "source": "http",
+                "client": self.client,
                 **(self.watch.start_fields() if self.watch is not None else {}),
             },
         )
@@ -233,30 +245,32 @@ class Exchange:
     def responded(self, response: Any, observed: type) -> None:
         """Read the status and headers, and put ``observed`` around the body's byte stream."""
         try:
-            headers = response.headers
-            self.http_status = response.status_code
-            self.retry_after_ms = _retry_after_ms(headers)
-            self.request_id = _text(headers.get("x-request-id") or headers.get("request-id"))
-            event_stream = "text/event-stream" in (headers.get("content-type") or "")
-            if response.is_stream_consumed:
+            consumed = response.is_stream_consumed
+            self.answered(response.status_code, response.headers, decoded=consumed)
+            if consumed:
                 # Built from bytes in memory (a mock transport, a cached answer): already
                 # read and decoded, so there is no stream to watch; read the content.
-                self.reader = AnswerReader(self.route.api, event_stream=event_stream)
-                self._observe()
                 self.feed(response.content)
                 self.ended()
                 return
-            self.reader = AnswerReader(
-                self.route.api, event_stream=event_stream, encoding=headers.get("content-encoding")
-            )
-            self._observe()
             response.stream = observed(response.stream, self, response.request)
         except Exception:
             note_internal_error()
 
-    def _observe(self) -> None:
-        if self.watch is not None and self.reader is not None and (self.http_status or 0) < 400:
-            self.reader.observer = self.watch.tools
+    def answered(self, status: int, headers: Any, *, decoded: bool = False, reader: Any = None) -> None:
+        """Status and headers of the response, from any client (``headers.get`` must be
+        case-insensitive); ``decoded`` when the client hands over the body already
+        inflated; ``reader`` replaces the ``AnswerReader`` for a format of its own."""
+        self.http_status = status
+        self.retry_after_ms = _retry_after_ms(headers)
+        self.request_id = _text(headers.get("x-request-id") or headers.get("request-id"))
+        if reader is None:
+            event_stream = "text/event-stream" in (headers.get("content-type") or "")
+            encoding = None if decoded else headers.get("content-encoding")
+            reader = AnswerReader(self.route.api, event_stream=event_stream, encoding=encoding)
+        self.reader = reader
+        if self.watch is not None and isinstance(reader, AnswerReader) and status < 400:
+            reader.observer = self.watch.tools  # the tool calls this answer asks for
 
     def feed(self, chunk: bytes) -> None:
         try:
@@ -266,6 +280,8 @@ class Exchange:
                 if self.first_output_ns is None and reader.output_chars:
                     self.first_output_ns = time.monotonic_ns()
         except Exception:
+            if self.reader is not None:
+                self.reader.readable = False  # a reader that broke knows nothing: unknown, not wrong
             note_internal_error()
 
     # -- the end: exactly one of these finishes the call ------------------------------
@@ -372,6 +388,7 @@ class Exchange:
             "api": route.api,
             "stream": route.stream,
             "source": "http",
+            "client": self.client,
             "request_id": self.request_id,
         }
 
@@ -405,19 +422,26 @@ def _content(request: Any) -> bytes | None:
         return None
 
 
-def begin(request: Any) -> Exchange | None:
-    """An ``Exchange`` when ``request`` is an LLM call and cvdiag is on, else None. Never raises."""
-    if not is_enabled():
+def begin(request: Any, client: str | None = None, route: LLMRoute | None = None) -> Exchange | None:
+    """An ``Exchange`` when ``request`` is an LLM call and cvdiag is on, else None. Never raises.
+
+    ``request`` needs httpx's shape: ``method``, ``url.host``, ``url.path``, ``headers``
+    (case-insensitive ``get``) and ``content``; ``client`` names the library that sends
+    it; ``route`` skips recognition for a caller that recognised the request itself."""
+    if not is_enabled() or _carried.get():
         return None
     try:
         url = request.url
-        route = recognise(request.method, url.host, url.path, functools.partial(_content, request))
         if route is None:
+            route = recognise(request.method, url.host, url.path, functools.partial(_content, request))
+        if route is None:
+            if client not in _MCP_CLIENTS:
+                return None
             return _mcp_capture.begin(request, functools.partial(_content, request))  # type: ignore[return-value]
         content = _content(request)
         ctx = current_context() or new_context()
         attempt, key = _attempt(request, ctx.test_id, url.path, content)
-        exchange = Exchange(route, ctx, current_llm_call(), attempt)
+        exchange = Exchange(route, ctx, current_llm_call(), attempt, client)
         exchange._retry_key = key
         exchange.watch = watch = watch_request(ctx.test_id, route.api, content)
         for metadata, outcome, duration_ms in watch.results if watch is not None else ():
@@ -432,11 +456,14 @@ def begin(request: Any) -> Exchange | None:
 def send_sync(exchange: Exchange, original: Any, client: Any, request: Any, kwargs: dict[str, Any]) -> Any:
     """``Client.send`` with the body observed: sent as a stream, then read if the caller wanted it read."""
     stream = kwargs.pop("stream", False)
+    carried = _carried.set(True)
     try:
         response = original(client, request, stream=True, **kwargs)
     except BaseException as exc:
         exchange.failed(exc)
         raise
+    finally:
+        _carried.reset(carried)
     exchange.responded(response, _observed_types(type(client))[0])
     if not stream:
         try:
@@ -450,11 +477,14 @@ def send_sync(exchange: Exchange, original: Any, client: Any, request: Any, kwar
 async def send_async(exchange: Exchange, original: Any, client: Any, request: Any, kwargs: dict[str, Any]) -> Any:
     """``AsyncClient.send`` with the body observed, as ``send_sync``."""
     stream = kwargs.pop("stream", False)
+    carried = _carried.set(True)
     try:
         response = await original(client, request, stream=True, **kwargs)
     except BaseException as exc:
         exchange.failed(exc)
         raise
+    finally:
+        _carried.reset(carried)
     exchange.responded(response, _observed_types(type(client))[1])
     if not stream:
         try:

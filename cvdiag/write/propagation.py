@@ -130,7 +130,7 @@ def _wrap_sync_send(original: Callable[..., Any]) -> Callable[..., Any]:
             _add_headers(request)
             capture = _instrumented.llm_capture
             if capture is not None and not args:
-                exchange = capture.begin(request)
+                exchange = capture.begin(request, _library(self))
                 if exchange is not None:
                     return capture.send_sync(exchange, original, self, request, kwargs)
         return original(self, request, *args, **kwargs)
@@ -146,13 +146,27 @@ def _wrap_async_send(original: Callable[..., Awaitable[Any]]) -> Callable[..., A
             _add_headers(request)
             capture = _instrumented.llm_capture
             if capture is not None and not args:
-                exchange = capture.begin(request)
+                exchange = capture.begin(request, _library(self))
                 if exchange is not None:
                     return await capture.send_async(exchange, original, self, request, kwargs)
         return await original(self, request, *args, **kwargs)
 
     setattr(send, _MARK, original)
     return send
+
+
+@functools.cache
+def _library_of(client_type: type) -> str:
+    """``httpx`` or ``httpx2``: the library a client class (or an SDK's subclass of one) is from."""
+    for klass in client_type.__mro__:
+        library = klass.__module__.split(".", 1)[0]
+        if library in _LIBRARIES:
+            return library
+    return "httpx"
+
+
+def _library(client: Any) -> str:
+    return _library_of(type(client))
 
 
 def _client_classes() -> list[type]:
