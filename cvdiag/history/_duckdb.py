@@ -1,0 +1,136 @@
+"""The DuckDB backend: one file, nothing to set up (extra ``cvdiag[history]``).
+
+DuckDB lets one process write a file at a time (others get a lock error, turned into
+one line here). A run's results go in as one columnar insert (each column a list
+parameter, ``unnest``-ed), which is what makes ingest fast without pyarrow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from cvdiag.history.store import (
+    MIGRATIONS,
+    RESULT_COLUMNS,
+    RESULT_TYPES,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+    HistoryError,
+    MissingExtra,
+    Result,
+    Run,
+    check_version,
+    one_line,
+    result_rows,
+)
+
+try:
+    import duckdb
+except ImportError:  # pragma: no cover - depends on the install
+    duckdb = None  # type: ignore[assignment]
+
+_DUCK_TYPES = {"TEXT": "VARCHAR", "DOUBLE PRECISION": "DOUBLE", "BIGINT": "BIGINT"}
+_INSERT_RESULTS = f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) SELECT " + ", ".join(
+    f"unnest(?::{_DUCK_TYPES[RESULT_TYPES[c]]}[])" for c in RESULT_COLUMNS
+)
+_INSERT_RUN = f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})"
+
+
+class DuckStore:
+    """A history in a DuckDB file."""
+
+    def __init__(self, path: str, *, write: bool) -> None:
+        if duckdb is None:
+            raise MissingExtra("DuckDB", "history")
+        self.where = path
+        if not write and not os.path.exists(path):
+            raise HistoryError(f"no history at {path} yet (record a run with: cvdiag history add LOG)")
+        if write and os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            self.con = duckdb.connect(path, read_only=not write)
+        except duckdb.Error as exc:
+            raise HistoryError(_explain(exc, path)) from None
+        try:
+            self._schema(write)
+        except BaseException:
+            self.con.close()
+            raise
+
+    def _version(self) -> int | None:
+        found = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+        ).fetchone()
+        if not found or not found[0]:
+            return None
+        row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def _schema(self, write: bool) -> None:
+        try:
+            version = self._version()
+            check_version(version, self.where)
+            if not write:
+                if version != SCHEMA_VERSION:
+                    raise HistoryError(f"{self.where} is not a cvdiag history of schema {SCHEMA_VERSION}")
+                return
+            if version == SCHEMA_VERSION:
+                return
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                self.con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+                for v in range((version or 0) + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[v - 1]:
+                        self.con.execute(statement)
+                    self.con.execute("INSERT INTO schema_version VALUES (?)", [v])
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+        except duckdb.Error as exc:
+            raise HistoryError(f"{self.where}: {one_line(exc)}") from None
+
+    def add_run(self, run: Run, results: Sequence[Result]) -> bool:
+        rows = result_rows(results)
+        columns = [list(c) for c in zip(*rows, strict=True)] if rows else []
+        con = self.con
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run.run_id]).fetchone():
+                    con.execute("ROLLBACK")
+                    return False
+                con.execute(_INSERT_RUN, list(_run_values(run)))
+                if columns:
+                    con.execute(_INSERT_RESULTS, columns)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        except duckdb.Error as exc:
+            raise HistoryError(f"{self.where}: {one_line(exc)}") from None
+        return True
+
+    def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self.con.execute(sql.replace("%s", "?"), list(params)).fetchall()
+        except duckdb.Error as exc:
+            raise HistoryError(f"{self.where}: {one_line(exc)}") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _run_values(run: Run) -> tuple[Any, ...]:
+    return tuple(getattr(run, c) for c in RUN_COLUMNS)
+
+
+def _explain(exc: Exception, path: str) -> str:
+    msg = one_line(exc)
+    if "lock" in msg.lower():
+        return f"{path} is in use by another process (DuckDB lets one process write at a time); try again"
+    if "not a valid" in msg.lower() or "database file" in msg.lower():
+        return f"{path} is not a DuckDB history file: {msg}"
+    return f"{path}: {msg}"
