@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cvdiag.face.render import DIM, FAIL, OK, WARN, Column, Out, ms
+from cvdiag.face.render import DIM, FAIL, OK, WARN, Column, Out, cut, ms, printable
 
 
 def _when(stamp: str | None) -> str:
@@ -70,7 +70,8 @@ def flaky(out: Out, rows: list[dict[str, Any]], window: int) -> None:
 
 def show(out: Out, doc: dict[str, Any]) -> None:
     rows = doc["runs"]
-    out.line(doc["name"])
+    name = printable(doc["name"])
+    out.line(cut(name, out.width or len(name), middle=True))
     columns = [
         Column("when (UTC)", keep=True),
         Column("commit", rank=1),

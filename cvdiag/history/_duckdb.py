@@ -8,6 +8,7 @@ parameter, ``unnest``-ed), which is what makes ingest fast without pyarrow.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the install
     duckdb = None  # type: ignore[assignment]
 
+LOCK_WAIT_ENV = "CVDIAG_HISTORY_LOCK_WAIT_S"
 _DUCK_TYPES = {"TEXT": "VARCHAR", "DOUBLE PRECISION": "DOUBLE", "BIGINT": "BIGINT"}
 _INSERT_RESULTS = f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) SELECT " + ", ".join(
     f"unnest(?::{_DUCK_TYPES[RESULT_TYPES[c]]}[])" for c in RESULT_COLUMNS
@@ -49,10 +51,7 @@ class DuckStore:
             raise HistoryError(f"no history at {path} yet (record a run with: cvdiag history add LOG)")
         if write and os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        try:
-            self.con = duckdb.connect(path, read_only=not write)
-        except duckdb.Error as exc:
-            raise HistoryError(_explain(exc, path)) from None
+        self.con = _connect(path, write)
         try:
             self._schema(write)
         except BaseException:
@@ -123,6 +122,25 @@ class DuckStore:
         self.con.close()
 
 
+def _connect(path: str, write: bool) -> Any:
+    """A connection, waiting a while (``CVDIAG_HISTORY_LOCK_WAIT_S``, default 10) for
+    another process that holds the file: two CI steps of one machine take turns."""
+    try:
+        wait = float(os.environ.get(LOCK_WAIT_ENV, "10"))
+    except ValueError:
+        wait = 10.0
+    deadline = time.monotonic() + max(0.0, wait)
+    pause = 0.02
+    while True:
+        try:
+            return duckdb.connect(path, read_only=not write)
+        except duckdb.Error as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
+                raise HistoryError(_explain(exc, path)) from None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
 def _run_values(run: Run) -> tuple[Any, ...]:
     return tuple(getattr(run, c) for c in RUN_COLUMNS)
 
@@ -130,7 +148,7 @@ def _run_values(run: Run) -> tuple[Any, ...]:
 def _explain(exc: Exception, path: str) -> str:
     msg = one_line(exc)
     if "lock" in msg.lower():
-        return f"{path} is in use by another process (DuckDB lets one process write at a time); try again"
+        return f"{path} is in use by another process (DuckDB lets one process at a time write it); try again"
     if "not a valid" in msg.lower() or "database file" in msg.lower():
         return f"{path} is not a DuckDB history file: {msg}"
     return f"{path}: {msg}"

@@ -197,7 +197,8 @@ def _run_tests(store: Store, run_id: str) -> dict[str, tuple[str, str | None, fl
 
 def diff(store: Store, run_a: str, run_b: str, *, slower: float = 1.5, min_ms: float = 100.0) -> dict[str, Any]:
     """What changed from run A to run B: new failures, fixed, a failure that changed
-    class, and tests ``slower`` times slower (and at least ``min_ms`` more)."""
+    class, and tests ``slower`` times slower (and at least ``min_ms`` more) with the
+    same status in both (a failure that ends early is not faster)."""
     a_id, b_id = resolve_run(store, run_a), resolve_run(store, run_b)
     a, b = _run_tests(store, a_id), _run_tests(store, b_id)
     new, fixed, changed, slow = [], [], [], []
@@ -212,7 +213,7 @@ def diff(store: Store, run_a: str, run_b: str, *, slower: float = 1.5, min_ms: f
             fixed.append({"name": name, "class_before": before[1]})
         elif before[0] == status == "fail" and before[1] != cls:
             changed.append({"name": name, "class_before": before[1], "class": cls})
-        if before is not None and _slower(before[2], dur, slower, min_ms):
+        if before is not None and before[0] == status and _slower(before[2], dur, slower, min_ms):
             slow.append({"name": name, "before_ms": before[2], "after_ms": dur})
     return {"a": a_id, "b": b_id, "new_failures": new, "fixed": fixed, "changed_class": changed, "slower": slow}
 
