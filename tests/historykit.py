@@ -9,13 +9,12 @@ the run, as in CI where every run mints new ids.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import logkit
 import pgkit
-import pytest
 
 KINDS = ("pass", "server-error", "client-disconnect", "llm-error")
 
@@ -58,19 +57,12 @@ def run_log(path: Path, tests: Mapping[str, str], run: str, *, day: int = 0, sca
     return path
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    with pgkit.cluster() as url:
-        yield url
-
-
 _count = iter(range(1, 1 << 30))
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A new, empty history on each backend: a DuckDB file's path or a PostgreSQL URL."""
-    if request.param == "duckdb":
-        return str(tmp_path / "history.duckdb")
-    server = request.getfixturevalue("postgres_server")
+def new_db(kind: str, tmp_path: Path, server: str | None) -> str:
+    """A new, empty history: a DuckDB file's path, or a database on the PostgreSQL ``server``."""
+    if kind == "duckdb":
+        return str(tmp_path / f"history{next(_count)}.duckdb")
+    assert server is not None
     return pgkit.fresh_database(server, f"cvdiag_h{os.getpid()}_{next(_count)}")

@@ -13,7 +13,7 @@ from typing import Any
 import cvdiag_cli
 import pgkit
 import pytest
-from historykit import db, postgres_server, run_log  # noqa: F401 - fixtures
+from historykit import new_db, run_log
 
 from cvdiag.history import record
 
@@ -26,6 +26,19 @@ PLAN = {
     "tests/test_chat.py::test_broken": ["server-error"] * 6,
     NEW: ["pass"] * 5 + ["client-disconnect"],
 }
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    with pgkit.cluster() as url:
+        yield url
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new, empty history on each backend."""
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    return new_db(request.param, tmp_path, server)
 
 
 def cli(*args: Any, env: dict[str, str] | None = None) -> cvdiag_cli.Result:
@@ -51,10 +64,8 @@ def add_plan(db: str, folder: Path) -> None:
 def filled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A history of PLAN on each backend, shared by the tests that only read it."""
     folder = tmp_path_factory.mktemp("filled")
-    if request.param == "duckdb":
-        url = str(folder / "history.duckdb")
-    else:
-        url = pgkit.fresh_database(request.getfixturevalue("postgres_server"), f"cvdiag_filled_{os.getpid()}")
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    url = new_db(request.param, folder, server)
     add_plan(url, folder)
     yield url
 
@@ -284,18 +295,18 @@ def test_diff_finds_tests_that_got_slower(db: str, tmp_path: Path) -> None:
         {"name": FLAKY, "before_ms": 620.0, "after_ms": 2000.0},
         {"name": NEW, "before_ms": 60.0, "after_ms": 2000.0},
     ]
-    assert js("history", "diff", "r0", "r1", "--db", db, "--slower", "4")["slower"] == []
+    assert js("history", "diff", "r0", "r1", "--db", db, "--slower", "40")["slower"] == []
     done = cli("history", "diff", "r0", "r1", "--db", db)
     assert "slower: 2" in done.out and "620 ms" in done.out and "2.0 s" in done.out
 
 
 def test_both_backends_give_the_same_answers(tmp_path: Path, postgres_server: str) -> None:
-    urls = [str(tmp_path / "h.duckdb"), pgkit.fresh_database(postgres_server, f"cvdiag_same_{os.getpid()}")]
+    urls = [new_db("duckdb", tmp_path, None), new_db("postgres", tmp_path, postgres_server)]
     answers = []
     for url in urls:
         add_plan(url, tmp_path)
-        answers.append([js("history", *q, "--db", url) for q in (
-            ("runs",), ("flaky",), ("show", FLAKY), ("classes", "--by", "week"), ("diff", "run-0", "run-5"))])  # fmt: skip
+        questions = [("runs",), ("flaky",), ("show", FLAKY), ("classes", "--by", "week"), ("diff", "run-0", "run-5")]
+        answers.append([js("history", *q, "--db", url) for q in questions])
     assert answers[0] == answers[1]
 
 
