@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -418,3 +419,68 @@ def test_cvdiag_itself_installs_no_database() -> None:
     extras = project["optional-dependencies"]
     assert extras["history"] == ["duckdb>=1.1"] and extras["postgres"] == ["psycopg[binary]>=3.1"]
     assert {"duckdb>=1.1", "psycopg[binary]>=3.1", "pytest-xdist>=3.5"} <= set(extras["dev"])
+
+
+# -- many writers, and a writer cut off ------------------------------------------------
+
+
+def test_eight_processes_adding_at_once_lose_nothing_and_double_nothing(db: str, tmp_path: Path) -> None:
+    """Eight real processes: each adds its own run, and all add one shared run."""
+    import subprocess
+
+    shared = run_log(tmp_path / "shared.log", {FLAKY: "pass", NEW: "llm-error"}, "shared")
+    logs = [run_log(tmp_path / f"own{k}.log", {FLAKY: "pass", NEW: "pass"}, f"own{k}") for k in range(8)]
+    script = (
+        "import sys\nfrom cvdiag.face.cli import main\n"
+        "codes = [main(['history', 'add', sys.argv[1], '--db', sys.argv[3], '--run-id', 'own-' + sys.argv[4]]),"
+        " main(['history', 'add', sys.argv[2], '--db', sys.argv[3], '--run-id', 'shared'])]\n"
+        "sys.exit(max(codes))\n"
+    )
+    env = {**os.environ, "CVDIAG_HISTORY_LOCK_WAIT_S": "120"}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(log), str(shared), db, str(k)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for k, log in enumerate(logs)
+    ]  # fmt: skip
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, [o[1] for o in outs]
+    said = b"".join(o[0] for o in outs).decode()
+    assert said.count("recorded run shared:") == 1 and said.count("run shared is in") == 7
+    runs = js("history", "runs", "--db", db)
+    assert sorted(r["run_id"] for r in runs) == sorted(["shared", *(f"own-{k}" for k in range(8))])
+    assert _results_per_run(db) == {"shared": 2, **{f"own-{k}": 2 for k in range(8)}}
+
+
+def _results_per_run(db: str) -> dict[str, int]:
+    from cvdiag.history.store import open_store
+
+    store = open_store(db)
+    try:
+        return dict(store.fetch("SELECT run_id, count(*) FROM results GROUP BY run_id"))
+    finally:
+        store.close()
+
+
+def test_a_writer_killed_half_way_leaves_a_valid_history(db: str, tmp_path: Path) -> None:
+    """SIGKILL at any moment of a big add: the run is there whole or not at all."""
+    import signal
+    import subprocess
+    import time
+
+    names = {f"tests/test_big.py::test_{i}": "pass" for i in range(3000)}
+    log = run_log(tmp_path / "big.log", names, "big")
+    small = run_log(tmp_path / "small.log", {FLAKY: "pass"}, "small")
+    assert cli("history", "add", small, "--db", db, "--run-id", "before").code == 0
+    for delay in (0.5, 1.5, 3.0):
+        proc = subprocess.Popen([*cvdiag_cli.command(), "history", "add", str(log), "--db", db, "--run-id", "big"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        runs = {r["run_id"]: r["tests"] for r in js("history", "runs", "--db", db)}
+        assert runs in ({"before": 1}, {"before": 1, "big": 3000})
+        assert _results_per_run(db) == runs  # every row of a run, or none
+        if "big" in runs:
+            break
+    assert cli("history", "add", log, "--db", db, "--run-id", "big").code == 0
+    assert {r["run_id"]: r["tests"] for r in js("history", "runs", "--db", db)} == {"before": 1, "big": 3000}

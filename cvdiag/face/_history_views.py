@@ -8,7 +8,7 @@ from typing import Any
 from cvdiag.face.render import DIM, FAIL, OK, WARN, Column, Out, cut, ms, printable
 
 
-def _when(stamp: str | None) -> str:
+def minutes(stamp: str | None) -> str:
     """``2026-11-21 10:00`` of a canonical stamp: minutes are enough across runs."""
     return "" if not stamp else stamp[:16].replace("T", " ")
 
@@ -35,7 +35,7 @@ def runs(out: Out, rows: list[dict[str, Any]]) -> None:
         Column("job", rank=3, min_width=12, middle=True),
     ]
     table = [
-        [r["run_id"], _when(r["started_at"]), _short(r["commit"]), r["branch"] or "", r["tests"], r["failed"],
+        [r["run_id"], minutes(r["started_at"]), _short(r["commit"]), r["branch"] or "", r["tests"], r["failed"],
          r["job_url"] or ""]
         for r in rows
     ]  # fmt: skip
@@ -61,7 +61,7 @@ def flaky(out: Out, rows: list[dict[str, Any]], window: int) -> None:
     ]
     table = [
         [r["name"], r["runs"], r["failures"], f"{r['flake_rate']:.0%}", _classes_text(r["classes"]),
-         r["same_commit"] or "", _short(r["last_pass_commit"]), _when(r["first_seen"]), _when(r["last_seen"])]
+         r["same_commit"] or "", _short(r["last_pass_commit"]), minutes(r["first_seen"]), minutes(r["last_seen"])]
         for r in rows
     ]  # fmt: skip
     out.table(columns, table, [WARN] * len(rows))
@@ -82,7 +82,7 @@ def show(out: Out, doc: dict[str, Any]) -> None:
         Column("run", rank=3, min_width=12, middle=True),
     ]
     table = [
-        [_when(r["started_at"]), _short(r["commit"]), r["status"], r["class"] or "", ms(r["duration_ms"]),
+        [minutes(r["started_at"]), _short(r["commit"]), r["status"], r["class"] or "", ms(r["duration_ms"]),
          r["reason"] or "", r["run_id"]]
         for r in rows
     ]  # fmt: skip

@@ -116,6 +116,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     sp.add_argument("--all", action="store_true", help="a waterfall for every test, not only failed and flagged ones")
     sp.add_argument("--title", default="cvdiag report", help="the page title")
     sp.add_argument("--compare", nargs=2, metavar=("A", "B"), help="also show tests A and B side by side")
+    sp.add_argument("--history", metavar="DB", help="add a page of the history in DB (a DuckDB file or postgresql://)")
     slow(sp)
     sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
     paths(sp)
