@@ -217,8 +217,8 @@ def tests_of(
         results.append(
             Result(
                 run_id=run_id,
-                name=text(label, NAME_MAX) or "",
-                test_id=text(tid, FIELD_MAX) or "",
+                name=text(label, NAME_MAX) or "(no test id)",
+                test_id=text(tid, FIELD_MAX) or "(no test id)",
                 status=(outcomes or {}).get(tid) or _status(row),
                 cls=text(diag.get("class") or row.get("class"), FIELD_MAX),
                 confidence=number(diag.get("confidence")),

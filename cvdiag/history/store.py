@@ -14,10 +14,11 @@ SQL text; text is capped and NUL-free (PostgreSQL's text cannot hold NUL) before
 from __future__ import annotations
 
 import math
+import operator
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -133,8 +134,9 @@ def location(db: str | None) -> str:
 
 
 def text(value: Any, limit: int) -> str | None:
-    """A value as text fit for any database: at most ``limit`` characters, no NUL."""
-    if value is None:
+    """A value as text fit for any database: at most ``limit`` characters, no NUL, and
+    None for nothing (an empty string is NULL: DuckDB's CSV load cannot tell them apart)."""
+    if value is None or value == "":
         return None
     s = value if isinstance(value, str) else str(value)
     if len(s) > limit:
@@ -158,8 +160,12 @@ def count(value: Any) -> int | None:
     return None if v is None or v < 0 else int(min(v, 2**62))
 
 
+_RESULT_VALUES = operator.attrgetter(*RESULT_COLUMNS)
+
+
 def result_rows(results: Sequence[Result]) -> list[tuple[Any, ...]]:
-    return [astuple(r) for r in results]
+    """Each result as a tuple in column order (``dataclasses.astuple`` deep-copies: slow)."""
+    return [_RESULT_VALUES(r) for r in results]
 
 
 class Store(Protocol):
