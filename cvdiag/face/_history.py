@@ -21,7 +21,7 @@ from cvdiag.face._commands import _json_out, _note, _sources
 from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, USAGE_EXIT, UsageError, exit_code
 from cvdiag.face.render import Out
 from cvdiag.history.queries import DEFAULT_WINDOW
-from cvdiag.history.store import MissingExtra, Store, open_store
+from cvdiag.history.store import MissingExtra, Store, add_to, open_store
 
 
 def _stamp(seconds: float) -> str:
@@ -56,16 +56,9 @@ def add(args: argparse.Namespace) -> int:
     if not results:
         print("cvdiag: no tests found in the inputs; nothing recorded", file=sys.stderr)
         return NOTHING_EXIT
-    flags = record.RunInfo(args.run_id, args.commit, args.branch, args.job_url, None)
-    ci = record.from_ci(os.environ)
-    info = record.merged(flags, ci, record.RunInfo() if ci.ci else record.from_git())
+    info = record.described(record.RunInfo(args.run_id, args.commit, args.branch, args.job_url), os.environ)
     run, results = record.make_run(info, results, _stamp(args.started) if args.started else None)
-    store = _open(args.db, write=True)
-    try:
-        added = store.add_run(run, results)
-        where = store.where
-    finally:
-        store.close()
+    added, where = add_to(_open(args.db, write=True), run, results)
     summary = {"run_id": run.run_id, "added": added, "tests": run.tests, "failed": run.failed, "db": where}
     if args.json:
         _json_out(summary)

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from cvdiag.history.store import (
-    MIGRATIONS,
     RESULT_COLUMNS,
     RESULT_TYPES,
     RUN_COLUMNS,
@@ -27,6 +26,7 @@ from cvdiag.history.store import (
     Result,
     Run,
     check_version,
+    migrate,
     one_line,
     result_rows,
 )
@@ -88,11 +88,7 @@ class DuckStore:
                 return
             self.con.execute("BEGIN TRANSACTION")
             try:
-                self.con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-                for v in range((version or 0) + 1, SCHEMA_VERSION + 1):
-                    for statement in MIGRATIONS[v - 1]:
-                        self.con.execute(statement)
-                    self.con.execute("INSERT INTO schema_version VALUES (?)", [v])
+                migrate(lambda sql, params: self.con.execute(sql.replace("%s", "?"), list(params)), version or 0)
                 self.con.execute("COMMIT")
             except BaseException:
                 self.con.execute("ROLLBACK")

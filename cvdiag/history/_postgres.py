@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cvdiag.history.store import (
-    MIGRATIONS,
     POSTGRES_INDEXES,
     RESULT_COLUMNS,
     RUN_COLUMNS,
@@ -24,6 +23,7 @@ from cvdiag.history.store import (
     Result,
     Run,
     check_version,
+    migrate,
     one_line,
     redacted,
     result_rows,
@@ -99,13 +99,7 @@ class PostgresStore:
                 self.conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
                 version = self._version() or 0  # another job may have migrated while we waited
                 check_version(version, self.where)
-                for v in range(version + 1, SCHEMA_VERSION + 1):
-                    for statement in MIGRATIONS[v - 1]:
-                        self.conn.execute(_binary_text(statement))
-                    if v == 1:
-                        for statement in POSTGRES_INDEXES:
-                            self.conn.execute(statement)
-                    self.conn.execute("INSERT INTO schema_version VALUES (%s)", [v])
+                migrate(lambda sql, params: self.conn.execute(_binary_text(sql), params), version, POSTGRES_INDEXES)
         except psycopg.Error as exc:
             raise self._fail(exc) from None
 

@@ -126,6 +126,13 @@ def from_git(cwd: str | None = None) -> RunInfo:
     return RunInfo(commit_sha=git("rev-parse", "HEAD"), branch=None if branch == "HEAD" else branch)
 
 
+def described(flags: RunInfo, environ: Mapping[str, str], fallback_id: str | None = None) -> RunInfo:
+    """The run: ``flags`` first, then the CI's environment, then ``fallback_id``, then
+    (outside CI) git's commit and branch."""
+    ci = from_ci(environ)
+    return merged(flags, ci, RunInfo(run_id=fallback_id), RunInfo() if ci.ci else from_git())
+
+
 def merged(*infos: RunInfo) -> RunInfo:
     """Each field from the first of ``infos`` that has it (flags, then CI, then git)."""
     fields = ("run_id", "commit_sha", "branch", "job_url", "ci")

@@ -17,7 +17,7 @@ import math
 import operator
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -205,6 +205,25 @@ def check_version(found: int | None, where: str) -> None:
         raise HistoryError(
             f"{where} holds history schema {found}, newer than this cvdiag's {SCHEMA_VERSION}: upgrade cvdiag"
         )
+
+
+def migrate(execute: Callable[[str, Sequence[Any]], Any], version: int, more: Sequence[str] = ()) -> None:
+    """Runs the migrations after ``version`` with ``execute(sql, params)`` (``%s``
+    parameters), inside the caller's transaction; ``more`` are a backend's own
+    statements of version 1 (its indexes)."""
+    execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)", ())
+    for v in range(version + 1, SCHEMA_VERSION + 1):
+        for statement in (*MIGRATIONS[v - 1], *(more if v == 1 else ())):
+            execute(statement, ())
+        execute("INSERT INTO schema_version VALUES (%s)", (v,))
+
+
+def add_to(store: Store, run: Run, results: Sequence[Result]) -> tuple[bool, str]:
+    """Adds a run and closes the store: (added, where)."""
+    try:
+        return store.add_run(run, results), store.where
+    finally:
+        store.close()
 
 
 def one_line(exc: BaseException, secret: str | None = None) -> str:

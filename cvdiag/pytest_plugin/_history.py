@@ -90,7 +90,7 @@ class SessionHistory:
 
     def _record(self, logs: Sequence[str]) -> str:
         from cvdiag.history import record
-        from cvdiag.history.store import FIELD_MAX, NAME_MAX, Result, open_store, text
+        from cvdiag.history.store import FIELD_MAX, NAME_MAX, Result, add_to, open_store, text
         from cvdiag.read.sources import resolve_sources
 
         node_of: dict[str, str] = {}
@@ -119,16 +119,9 @@ class SessionHistory:
                                       None, None))  # fmt: skip
         if not results:
             return "cvdiag history: no tests ran, nothing recorded"
-        ci = record.from_ci(os.environ)
-        info = record.merged(ci, record.RunInfo(run_id=f"pytest:{new_test_id()}"))
-        info = record.merged(info, record.RunInfo() if ci.ci else record.from_git())
+        info = record.described(record.RunInfo(), os.environ, f"pytest:{new_test_id()}")
         run, results = record.make_run(info, results, self.started)
-        store = open_store(self.db, write=True)
-        try:
-            added = store.add_run(run, results)
-            where = store.where
-        finally:
-            store.close()
+        added, where = add_to(open_store(self.db, write=True), run, results)
         if not added:
             return f"cvdiag history: run {run.run_id} is in {where} already: nothing recorded"
         return f"cvdiag history: recorded run {run.run_id} ({run.tests} tests, {run.failed} failed) in {where}"
