@@ -79,12 +79,8 @@ class DuckStore:
     def _schema(self, write: bool) -> None:
         try:
             version = self._version()
-            check_version(version, self.where)
-            if not write:
-                if version != SCHEMA_VERSION:
-                    raise HistoryError(f"{self.where} is not a cvdiag history of schema {SCHEMA_VERSION}")
-                return
-            if version == SCHEMA_VERSION:
+            check_version(version, self.where, write=write)
+            if not write or version == SCHEMA_VERSION:
                 return
             self.con.execute("BEGIN TRANSACTION")
             try:

@@ -85,14 +85,8 @@ class PostgresStore:
     def _schema(self, write: bool) -> None:
         try:
             version = self._version()
-            check_version(version, self.where)
-            if not write:
-                if version is None:
-                    raise HistoryError(f"no history at {self.where} yet (record a run with: cvdiag history add LOG)")
-                if version != SCHEMA_VERSION:
-                    raise HistoryError(f"{self.where} is not a cvdiag history of schema {SCHEMA_VERSION}")
-                return
-            if version == SCHEMA_VERSION:
+            check_version(version, self.where, write=write)
+            if not write or version == SCHEMA_VERSION:
                 return
             with self.conn.transaction():
                 self.conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])

@@ -199,12 +199,17 @@ def open_store(db: str | None = None, *, write: bool = False) -> Store:
     return _duckdb.DuckStore(where, write=write)
 
 
-def check_version(found: int | None, where: str) -> None:
-    """Refuses a database a newer cvdiag wrote."""
+def check_version(found: int | None, where: str, *, write: bool = True) -> None:
+    """Refuses a database a newer cvdiag wrote, and, to read, one that holds no history
+    or an older schema (a write migrates it)."""
     if found is not None and found > SCHEMA_VERSION:
         raise HistoryError(
             f"{where} holds history schema {found}, newer than this cvdiag's {SCHEMA_VERSION}: upgrade cvdiag"
         )
+    if not write and found is None:
+        raise HistoryError(f"no history at {where} yet (record a run with: cvdiag history add LOG)")
+    if not write and found != SCHEMA_VERSION:
+        raise HistoryError(f"{where} holds history schema {found}: record a run with this cvdiag to migrate it")
 
 
 def migrate(execute: Callable[[str, Sequence[Any]], Any], version: int, more: Sequence[str] = ()) -> None:
