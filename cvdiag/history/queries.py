@@ -51,38 +51,29 @@ def flaky(store: Store, window: int = DEFAULT_WINDOW, limit: int = 50) -> list[d
     if not found:
         return []
     names = [row[0] for row in found]
+    recent = {r[0] for r in store.fetch(
+        "SELECT run_id FROM runs ORDER BY started_at DESC, run_id DESC LIMIT %s", [window]
+    )}  # fmt: skip
+    # One read of these few tests' rows (an index scan in PostgreSQL); the rest in Python.
     classes: dict[str, Counter[str]] = defaultdict(Counter)
-    for name, cls, n in store.fetch(
-        _RECENT + "SELECT name, coalesce(cls, 'none'), count(*) FROM r WHERE status = 'fail' AND name = ANY(%s)"
-        " GROUP BY name, coalesce(cls, 'none')",
-        [window, names],
+    statuses: dict[tuple[str, str], set[str]] = defaultdict(set)
+    seen: dict[str, tuple[str, str]] = {}
+    passed: dict[str, tuple[str, str, str | None]] = {}
+    for name, status, cls, commit, started, run_id in store.fetch(
+        "SELECT t.name, t.status, t.cls, u.commit_sha, u.started_at, u.run_id FROM results t"
+        " JOIN runs u ON t.run_id = u.run_id WHERE t.name = ANY(%s)",
+        [names],
     ):
-        classes[name][cls] = n
-    same_commit = dict(
-        store.fetch(
-            _RECENT + "SELECT name, count(*) FROM (SELECT name, commit_sha FROM r"
-            " WHERE commit_sha IS NOT NULL AND name = ANY(%s) GROUP BY name, commit_sha"
-            " HAVING count(DISTINCT status) = 2) both_ GROUP BY name",
-            [window, names],
-        )
-    )
-    seen = {
-        name: (first, last)
-        for name, first, last in store.fetch(
-            "SELECT t.name, min(u.started_at), max(u.started_at) FROM results t JOIN runs u ON t.run_id = u.run_id"
-            " WHERE t.name = ANY(%s) GROUP BY t.name",
-            [names],
-        )
-    }
-    passed = {
-        name: commit
-        for name, commit, _ in store.fetch(
-            "SELECT DISTINCT ON (t.name) t.name, u.commit_sha, u.started_at FROM results t"
-            " JOIN runs u ON t.run_id = u.run_id WHERE t.status = 'pass' AND t.name = ANY(%s)"
-            " ORDER BY t.name, u.started_at DESC, u.run_id DESC",
-            [names],
-        )
-    }
+        first, last = seen.get(name, (started, started))
+        seen[name] = (min(first, started), max(last, started))
+        if status == "pass" and (name not in passed or (started, run_id) > passed[name][:2]):
+            passed[name] = (started, run_id, commit)
+        if run_id in recent and status in ("pass", "fail"):
+            if status == "fail":
+                classes[name][cls or "none"] += 1
+            if commit is not None:
+                statuses[name, commit].add(status)
+    same_commit = Counter(name for (name, _), both in statuses.items() if len(both) == 2)
     out = []
     for name, n_runs, failures in found:
         first, last = seen.get(name, (None, None))
@@ -96,7 +87,7 @@ def flaky(store: Store, window: int = DEFAULT_WINDOW, limit: int = 50) -> list[d
                 "same_commit": same_commit.get(name, 0),
                 "first_seen": first,
                 "last_seen": last,
-                "last_pass_commit": passed.get(name),
+                "last_pass_commit": passed[name][2] if name in passed else None,
             }
         )
     return out
