@@ -24,6 +24,7 @@ FORBIDDEN = {
     "read": ("cvdiag.write", "cvdiag.face", "cvdiag.pytest_plugin", "starlette", "structlog", "rich"),
     "diagnosis": ("cvdiag.write", "cvdiag.read", "cvdiag.face", "cvdiag.pytest_plugin", "starlette", "structlog",
                   "rich"),
+    "history": ("cvdiag.write", "cvdiag.face", "cvdiag.pytest_plugin", "starlette", "structlog", "rich"),
     "face": ("cvdiag.write", "cvdiag.pytest_plugin", "starlette", "structlog"),
 }  # fmt: skip
 # The demo's own backend is an app that uses cvdiag like any user would.
@@ -72,7 +73,7 @@ def test_every_module_lives_in_a_side_package() -> None:
 def test_the_read_side_and_the_command_load_no_emit_side_starlette_or_structlog() -> None:
     modules = sorted(
         ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
-        for side in ("contract", "read", "diagnosis", "face")
+        for side in ("contract", "read", "diagnosis", "history", "face")
         for p in (PACKAGE / side).rglob("*.py")
         if p not in ALLOWED_FILES
     )

@@ -353,7 +353,7 @@ def report(args: argparse.Namespace) -> int:
     if not rows:
         print("cvdiag: no tests found in the inputs; no report written", file=sys.stderr)
         return NOTHING_EXIT
-    size = page.write(doc, args.output, args.title)
+    size = page.write(doc, args.output, args.title, _history_page(args.history) if args.history else "")
     failed = sum(r[report_data.ROW_COLUMNS.index("failed")] for r in rows)
     detailed = len(doc["details"])
     summary = {"path": args.output, "tests": len(rows), "failed": failed, "detailed": detailed, "bytes": size}
@@ -369,6 +369,17 @@ def report(args: argparse.Namespace) -> int:
             OK,
         )
     return OK_EXIT
+
+
+def _history_page(db: str) -> str:
+    from cvdiag.face._history import _open
+    from cvdiag.face.report_history import section
+
+    store = _open(db)
+    try:
+        return section(store)
+    finally:
+        store.close()
 
 
 def demo(argv: list[str]) -> int:

@@ -116,6 +116,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     sp.add_argument("--all", action="store_true", help="a waterfall for every test, not only failed and flagged ones")
     sp.add_argument("--title", default="cvdiag report", help="the page title")
     sp.add_argument("--compare", nargs=2, metavar=("A", "B"), help="also show tests A and B side by side")
+    sp.add_argument("--history", metavar="DB", help="add a page of the history in DB (a DuckDB file or postgresql://)")
     slow(sp)
     sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
     paths(sp)
@@ -133,6 +134,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
 
     # Listed in the help only: `main` hands `demo` its arguments before any parsing.
     sub.add_parser("demo", help="run a bundled example app and show its diagnosis", add_help=False)
+    sub.add_parser("history", help="test results across CI runs: add, runs, flaky, show, classes, diff", add_help=False)
     return p, commands
 
 
@@ -142,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, terminated)
     if argv[:1] == ["demo"]:
         return exit_code(lambda: demo(argv[1:]))
+    if argv[:1] == ["history"]:  # its own sub-commands: its own parser
+        from cvdiag.face._history import main as history_main
+
+        return history_main(argv[1:])
     parser, commands = _parser()
     try:
         if argv and argv[0] in commands:

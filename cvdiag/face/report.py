@@ -32,8 +32,9 @@ def _inert(json_bytes: bytes) -> str:
     return json_bytes.replace(b"<", b"\\u003c").decode("utf-8")
 
 
-def render(doc: Mapping[str, Any], title: str = "cvdiag report") -> str:
-    """The whole HTML page for a ``report_data.build`` document."""
+def render(doc: Mapping[str, Any], title: str = "cvdiag report", extra: str = "") -> str:
+    """The whole HTML page for a ``report_data.build`` document; ``extra`` is more of the
+    body, already HTML (the history page)."""
     parts = [
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
@@ -49,14 +50,14 @@ def render(doc: Mapping[str, Any], title: str = "cvdiag report") -> str:
         f'<script type="application/json" id="cvdiag-detail-{i}">{_inert(report_data.detail_json(d))}</script>'
         for i, d in enumerate(doc["details"])
     )
-    parts.append("</body></html>\n")
+    parts.append(f"{extra}</body></html>\n")
     return "\n".join(parts)
 
 
-def write(doc: Mapping[str, Any], path: str, title: str = "cvdiag report") -> int:
+def write(doc: Mapping[str, Any], path: str, title: str = "cvdiag report", extra: str = "") -> int:
     """Writes the page to ``path`` atomically (a reader never sees half a report), or to
     stdout for ``-``; returns its size."""
-    page = render(doc, title).encode("utf-8")
+    page = render(doc, title, extra).encode("utf-8")
     if path == "-":
         sys.stdout.buffer.write(page)
         sys.stdout.buffer.flush()

@@ -51,6 +51,7 @@ _LOGS = pytest.StashKey[list[str]]()
 _STATE = pytest.StashKey["_TestState"]()
 _REPORT = pytest.StashKey["SessionReport"]()
 _REPORT_LINE = pytest.StashKey[str]()
+_HISTORY = pytest.StashKey[Any]()
 
 
 @dataclasses.dataclass(slots=True)
@@ -155,6 +156,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write an HTML report of the session's tests (in-process envelopes and --cvdiag-log files) to PATH",
     )
     group.addoption(
+        "--cvdiag-history",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DB",
+        help="record the session as one run of the history: a DuckDB file or postgresql:// URL "
+        "(default: $CVDIAG_HISTORY, else .cvdiag/history.duckdb); write --cvdiag-history=DB before test paths",
+    )
+    group.addoption(
         "--cvdiag-strict",
         action="store_true",
         default=False,
@@ -175,6 +185,17 @@ def pytest_configure(config: pytest.Config) -> None:
         from cvdiag.pytest_plugin._report import SessionReport
 
         config.stash[_REPORT] = SessionReport(config.getoption("cvdiag_report"))
+    if config.getoption("cvdiag_history") is not None:
+        _start_history(config, config.getoption("cvdiag_history"))
+
+
+def _start_history(config: pytest.Config, db: str) -> None:
+    from cvdiag.pytest_plugin._history import SessionHistory, looks_like_a_test_path
+
+    if db and looks_like_a_test_path(db):
+        raise pytest.UsageError(f"--cvdiag-history took {db!r} as its database: write --cvdiag-history=DB")
+    config.stash[_HISTORY] = history = SessionHistory(config, db)
+    config.pluginmanager.register(history, "cvdiag-history")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -286,6 +307,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
                 _emitter.flush()
                 spool.add(state.test_id, item.nodeid, state.failed, [orjson.dumps(e) for e in state.envelopes])
             except Exception:  # the report must never break the test run it describes
+                pass
+        history = item.config.stash.get(_HISTORY, None)
+        if history is not None:
+            try:
+                _emitter.flush()
+                lines = [orjson.dumps(e) for e in state.envelopes or ()]
+                history.add(state.test_id, item.nodeid, lines)
+            except Exception:  # nor must the history
                 pass
         _end(state)
         del item.stash[_STATE]

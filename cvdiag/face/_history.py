@@ -1,0 +1,202 @@
+"""``cvdiag history``: record runs, and ask the history about them.
+
+Its own parser (argparse cannot parse a command's sub-commands intermixed), handed its
+arguments by ``cli.main`` as ``demo`` is. Each sub-command opens the store, asks
+``cvdiag.history.queries``, and shows the answer (``_history_views``) or ``--json``.
+A missing extra is a usage error (exit 2) that names the extra; a database that cannot
+answer is one line and exit 1 (``HistoryError`` is an ``InputError``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from cvdiag.face import _history_views as views
+from cvdiag.face._commands import _json_out, _note, _sources
+from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, USAGE_EXIT, UsageError, exit_code
+from cvdiag.face.render import Out
+from cvdiag.history.queries import DEFAULT_WINDOW
+from cvdiag.history.store import MissingExtra, Store, add_to, open_store
+
+
+def _stamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _open(db: str | None, *, write: bool = False) -> Store:
+    try:
+        return open_store(db, write=write)
+    except MissingExtra as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _asked(args: argparse.Namespace, ask: Callable[[Store], Any]) -> Any:
+    store = _open(args.db)
+    try:
+        return ask(store)
+    finally:
+        store.close()
+
+
+def add(args: argparse.Namespace) -> int:
+    from cvdiag.history import record
+
+    try:
+        name_of = record.namer(args.name_pattern)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    sources = _sources(args.paths, spool_stdin=True)  # read twice: tests, then their extras
+    results, tally = record.tests_of(sources, "", name_of=name_of, slow_s=args.slow_s)
+    _note(tally)
+    if not results:
+        print("cvdiag: no tests found in the inputs; nothing recorded", file=sys.stderr)
+        return NOTHING_EXIT
+    info = record.described(record.RunInfo(args.run_id, args.commit, args.branch, args.job_url), os.environ)
+    run, results = record.make_run(info, results, _stamp(args.started) if args.started else None)
+    added, where = add_to(_open(args.db, write=True), run, results)
+    summary = {"run_id": run.run_id, "added": added, "tests": run.tests, "failed": run.failed, "db": where}
+    if args.json:
+        _json_out(summary)
+    else:
+        views.recorded(Out(), summary, added, where)
+    return OK_EXIT
+
+
+def runs(args: argparse.Namespace) -> int:
+    from cvdiag.history import queries
+
+    rows = _asked(args, lambda s: queries.runs(s, args.limit))
+    if args.json:
+        _json_out(rows)
+    elif rows:
+        views.runs(Out(), rows)
+    else:
+        Out().line("the history holds no runs")
+    return OK_EXIT if rows else NOTHING_EXIT
+
+
+def flaky(args: argparse.Namespace) -> int:
+    from cvdiag.history import queries
+
+    rows = _asked(args, lambda s: queries.flaky(s, args.runs, args.limit))
+    if args.json:
+        _json_out(rows)
+    elif rows:
+        views.flaky(Out(), rows, args.runs)
+    else:
+        Out().line(f"no flaky tests in the last {args.runs} runs")
+    return OK_EXIT if rows else NOTHING_EXIT
+
+
+def show(args: argparse.Namespace) -> int:
+    from cvdiag.history import queries
+
+    doc = _asked(args, lambda s: queries.show(s, args.name, args.limit))
+    if args.json:
+        _json_out(doc)
+    else:
+        views.show(Out(), doc)
+    return OK_EXIT
+
+
+def classes(args: argparse.Namespace) -> int:
+    from cvdiag.history import queries
+
+    since = _stamp(args.since) if args.since is not None else None
+    rows = _asked(args, lambda s: queries.classes(s, since, args.by))
+    if args.json:
+        _json_out(rows)
+    elif rows:
+        views.classes(Out(), rows, args.by)
+    else:
+        Out().line("no failures in the history" + (" since then" if since else ""))
+    return OK_EXIT if rows else NOTHING_EXIT
+
+
+def diff(args: argparse.Namespace) -> int:
+    from cvdiag.history import queries
+
+    doc = _asked(args, lambda s: queries.diff(s, args.a, args.b, slower=args.slower, min_ms=args.min_ms))
+    if args.json:
+        _json_out(doc)
+    else:
+        views.diff(Out(), doc)
+    return OK_EXIT
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``history`` parser, and each sub-command's own by name."""
+    from cvdiag.face.cli import when
+
+    p = argparse.ArgumentParser(
+        prog="cvdiag history",
+        description="Test results across CI runs, in DuckDB (a file, the default) or PostgreSQL.",
+    )
+    sub = p.add_subparsers(dest="sub", metavar="COMMAND", required=True)
+    commands: dict[str, argparse.ArgumentParser] = {}
+
+    def command(name: str, help_: str, run: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        sp = commands[name] = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(run=run)
+        sp.add_argument(
+            "--db",
+            metavar="URL",
+            help="a DuckDB file or postgresql://user@host/db (default: $CVDIAG_HISTORY, else .cvdiag/history.duckdb)",
+        )
+        sp.add_argument("--json", action="store_true", help="machine output on stdout")
+        return sp
+
+    sp = command("add", "record one run: a row per test of the logs, with its class and reason", add)
+    sp.add_argument("paths", nargs="*", metavar="LOG", help="files, directories, .gz, or - for stdin")
+    sp.add_argument("--run-id", help="the run's id (default: from the CI, $CVDIAG_RUN_ID, else from the logs)")
+    sp.add_argument("--commit", help="the commit tested (default: from the CI, else git)")
+    sp.add_argument("--branch", help="the branch (default: from the CI, else git)")
+    sp.add_argument("--job-url", help="a link to the CI job (default: from the CI)")
+    sp.add_argument("--started", type=when, metavar="T", help="when the run started (default: its first event)")
+    sp.add_argument(
+        "--name-pattern",
+        metavar="REGEX",
+        help="name tests by REGEX's first group in the test id (to drop a run-specific part); "
+        "default: the pytest node id of --cvdiag-emit-probe lines, else the test id",
+    )
+    sp.add_argument("--slow-s", type=float, default=30.0, metavar="S", help="LLM slow threshold (default 30)")
+
+    sp = command("runs", "the runs recorded, newest first", runs)
+    sp.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+
+    sp = command("flaky", "tests that both passed and failed in the last runs, and the classes behind it", flaky)
+    sp.add_argument("--runs", type=int, default=DEFAULT_WINDOW, metavar="N", help="the last N runs (default 100)")
+    sp.add_argument("--limit", type=int, default=50, help="at most this many tests (default 50)")
+
+    sp = command("show", "one test: a row per run (when, commit, status, class, reason)", show)
+    sp.add_argument("name", metavar="NAME", help="a test's name, or a part of it that only one name has")
+    sp.add_argument("--limit", type=int, default=100, help="at most this many runs (default 100)")
+
+    sp = command("classes", "failures per class over time", classes)
+    sp.add_argument("--since", type=when, metavar="T", help="from this time (RFC 3339, date, or 30d ago)")
+    sp.add_argument("--by", choices=("day", "week"), default="day", help="one row per day (default) or week")
+
+    sp = command("diff", "two runs: new failures, fixed, changed class, slower", diff)
+    sp.add_argument("a", metavar="RUN_A", help="a run id, a unique prefix, latest or latest~N")
+    sp.add_argument("b", metavar="RUN_B", help="the run to compare with RUN_A")
+    sp.add_argument("--slower", type=float, default=1.5, metavar="X", help="slower: X times RUN_A's duration")
+    sp.add_argument("--min-ms", type=float, default=100.0, metavar="MS", help="... and at least MS more (100)")
+    return p, commands
+
+
+def main(argv: Sequence[str]) -> int:
+    """``cvdiag history ARGS``: parse, run, and give the exit code."""
+    parser, commands = _parser()
+    try:
+        if argv and argv[0] in commands:  # intermixed: options may follow the logs
+            args = commands[argv[0]].parse_intermixed_args(list(argv[1:]))
+        else:
+            args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return USAGE_EXIT if exc.code else OK_EXIT
+    return exit_code(lambda: args.run(args))

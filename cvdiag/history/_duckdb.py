@@ -1,0 +1,168 @@
+"""The DuckDB backend: one file, nothing to set up (extra ``cvdiag[history]``).
+
+DuckDB lets one process write a file at a time (others wait a while, then get one
+line). A run's results go in through a CSV file that DuckDB's own reader loads in one
+statement: handing it Python lists converts value by value, ten times slower. The CSV
+cannot tell an empty string from NULL, so ``store.text`` makes every empty string NULL
+(in both backends, so that both give the same answers).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from cvdiag.history.store import (
+    RESULT_COLUMNS,
+    RESULT_TYPES,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+    HistoryError,
+    MissingExtra,
+    Result,
+    Run,
+    check_version,
+    migrate,
+    one_line,
+    result_rows,
+)
+
+try:
+    import duckdb
+except ImportError:  # pragma: no cover - depends on the install
+    duckdb = None  # type: ignore[assignment]
+
+LOCK_WAIT_ENV = "CVDIAG_HISTORY_LOCK_WAIT_S"
+_DUCK_TYPES = {"TEXT": "VARCHAR", "DOUBLE PRECISION": "DOUBLE", "BIGINT": "BIGINT"}
+_CSV_COLUMNS = ", ".join(f"'{c}': '{_DUCK_TYPES[RESULT_TYPES[c]]}'" for c in RESULT_COLUMNS)
+_INSERT_RESULTS = (
+    f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) SELECT * FROM read_csv(?, auto_detect=false,"
+    f" header=false, delim=',', quote='\"', escape='\"', columns={{{_CSV_COLUMNS}}})"
+)
+_INSERT_RUN = (
+    f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})"
+    " ON CONFLICT DO NOTHING RETURNING run_id"
+)
+
+
+class DuckStore:
+    """A history in a DuckDB file."""
+
+    def __init__(self, path: str, *, write: bool) -> None:
+        if duckdb is None:
+            raise MissingExtra("DuckDB", "history")
+        self.where = path
+        if not write and not os.path.exists(path):
+            raise HistoryError(f"no history at {path} yet (record a run with: cvdiag history add LOG)")
+        if write and os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.con = _connect(path, write)
+        try:
+            self._schema(write)
+        except BaseException:
+            self.con.close()
+            raise
+
+    def _version(self) -> int | None:
+        found = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+        ).fetchone()
+        if not found or not found[0]:
+            return None
+        row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def _schema(self, write: bool) -> None:
+        try:
+            version = self._version()
+            check_version(version, self.where, write=write)
+            if not write or version == SCHEMA_VERSION:
+                return
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                migrate(lambda sql, params: self.con.execute(sql.replace("%s", "?"), list(params)), version or 0)
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+        except duckdb.Error as exc:
+            raise HistoryError(f"{self.where}: {one_line(exc)}") from None
+
+    def add_run(self, run: Run, results: Sequence[Result]) -> bool:
+        con = self.con
+        staged = _staged(results) if results else None
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                if not con.execute(_INSERT_RUN, list(_run_values(run))).fetchall():  # the run is there
+                    con.execute("ROLLBACK")
+                    return False
+                if staged:
+                    con.execute(_INSERT_RESULTS, [staged])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        except duckdb.Error as exc:
+            raise HistoryError(f"{self.where}: {one_line(exc)}") from None
+        finally:
+            if staged:
+                os.unlink(staged)
+        return True
+
+    def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self.con.execute(sql.replace("%s", "?"), list(params)).fetchall()
+        except duckdb.Error as exc:
+            raise HistoryError(f"{self.where}: {one_line(exc)}") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _connect(path: str, write: bool) -> Any:
+    """A connection, waiting a while (``CVDIAG_HISTORY_LOCK_WAIT_S``, default 10) for
+    another process that holds the file: two CI steps of one machine take turns."""
+    try:
+        wait = float(os.environ.get(LOCK_WAIT_ENV, "10"))
+    except ValueError:
+        wait = 10.0
+    deadline = time.monotonic() + max(0.0, wait)
+    pause = 0.02
+    while True:
+        try:
+            return duckdb.connect(path, read_only=not write)
+        except duckdb.Error as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
+                raise HistoryError(_explain(exc, path)) from None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+def _staged(results: Sequence[Result]) -> str:
+    """The results as a CSV file (floats as ``repr``: exact); its path."""
+    fd, path = tempfile.mkstemp(prefix="cvdiag-history-", suffix=".csv")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+            csv.writer(fh, lineterminator="\n").writerows(result_rows(results))
+    except BaseException:
+        os.unlink(path)
+        raise
+    return path
+
+
+def _run_values(run: Run) -> tuple[Any, ...]:
+    return tuple(getattr(run, c) for c in RUN_COLUMNS)
+
+
+def _explain(exc: Exception, path: str) -> str:
+    msg = one_line(exc)
+    if "lock" in msg.lower():
+        return f"{path} is in use by another process (DuckDB lets one process at a time write it); try again"
+    if "not a valid" in msg.lower() or "database file" in msg.lower():
+        return f"{path} is not a DuckDB history file: {msg}"
+    return f"{path}: {msg}"

@@ -1,0 +1,138 @@
+"""``pytest --cvdiag-history [DB]``: the session recorded as one run of the history.
+
+Each process that runs tests spools every test's in-process envelopes and its node id
+to a folder as the test ends (memory stays flat). The process that sees every outcome
+(the only one, or pytest-xdist's controller, which hands its workers the folder through
+``workerinput``) records the run at the end of the session: one run however many workers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+
+from cvdiag.contract.ids import new_test_id
+
+_SPOOL_KEY = "cvdiag_history_spool"
+
+
+@dataclass(slots=True)
+class _Outcome:
+    failed: bool = False
+    skipped: bool = False
+    duration_s: float = 0.0
+
+
+class SessionHistory:
+    """A pytest plugin object: spools tests as they end, records the run at the end."""
+
+    def __init__(self, config: pytest.Config, db: str | None) -> None:
+        from cvdiag.history import record
+
+        self.db = db or None
+        self.config = config
+        self.started = record.now()
+        workerinput = getattr(config, "workerinput", None)
+        self.worker = workerinput is not None
+        self.folder = (workerinput or {}).get(_SPOOL_KEY) or tempfile.mkdtemp(prefix="cvdiag-history-")
+        self.spool = os.path.join(self.folder, f"{os.getpid()}.ndjson")
+        self.names = os.path.join(self.folder, f"{os.getpid()}.names")
+        self.outcomes: dict[str, _Outcome] = {}
+        self.line: str | None = None
+
+    # -- every process that runs tests ---------------------------------------------
+
+    def add(self, test_id: str, nodeid: str, lines: Sequence[bytes]) -> None:
+        """One test as it ends: its id, its node id and the lines its sink kept."""
+        with open(self.names, "ab") as fh:
+            fh.write(orjson.dumps([test_id, nodeid]) + b"\n")
+        if lines:
+            with open(self.spool, "ab") as fh:
+                fh.write(b"\n".join(lines) + b"\n")
+
+    # -- the process that records --------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """pytest-xdist: each worker spools into the controller's folder."""
+        node.workerinput[_SPOOL_KEY] = self.folder
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.worker:
+            return
+        seen = self.outcomes.setdefault(report.nodeid, _Outcome())
+        seen.duration_s += report.duration or 0.0
+        if report.failed:
+            seen.failed = True
+        elif report.skipped and not hasattr(report, "wasxfail"):
+            seen.skipped = True
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.worker:
+            return
+        try:
+            self.line = self._record(self.config.stash.get(_logs_key(), []))
+        except Exception as exc:  # the session's own result matters more than its history
+            self.line = f"cvdiag history: could not record this session: {exc}"
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.line is not None:
+            terminalreporter.write_line(self.line)
+
+    def _record(self, logs: Sequence[str]) -> str:
+        from cvdiag.history import record
+        from cvdiag.history.store import FIELD_MAX, NAME_MAX, Result, add_to, open_store, text
+        from cvdiag.read.sources import resolve_sources
+
+        node_of: dict[str, str] = {}
+        spools = []
+        for name in sorted(os.listdir(self.folder)):
+            path = os.path.join(self.folder, name)
+            if name.endswith(".names"):
+                with open(path, "rb") as fh:
+                    node_of.update(orjson.loads(line) for line in fh if line.strip())
+            elif name.endswith(".ndjson"):
+                spools.append(path)
+        status = {
+            tid: "fail" if o.failed else "skip" if o.skipped else "pass"
+            for tid, node in node_of.items()
+            if (o := self.outcomes.get(node)) is not None
+        }
+        paths = [p for p in (*spools, *logs) if os.path.exists(p)]
+        found, _ = record.tests_of(resolve_sources(paths), "", labels=node_of, outcomes=status) if paths else ([], 0)
+        results = [r for r in found if r.test_id in node_of]  # a shared log may hold other sessions' tests
+        have = {r.test_id for r in results}
+        for tid, node in node_of.items():  # tests that emitted nothing are results too
+            o = self.outcomes.get(node)
+            if tid not in have and o is not None:
+                results.append(Result("", text(node, NAME_MAX) or "", text(tid, FIELD_MAX) or "", status[tid],
+                                      None, None, None, round(o.duration_s * 1000, 3), None, None, None, None, None,
+                                      None, None))  # fmt: skip
+        if not results:
+            return "cvdiag history: no tests ran, nothing recorded"
+        info = record.described(record.RunInfo(), os.environ, f"pytest:{new_test_id()}")
+        run, results = record.make_run(info, results, self.started)
+        added, where = add_to(open_store(self.db, write=True), run, results)
+        if not added:
+            return f"cvdiag history: run {run.run_id} is in {where} already: nothing recorded"
+        return f"cvdiag history: recorded run {run.run_id} ({run.tests} tests, {run.failed} failed) in {where}"
+
+
+def _logs_key() -> Any:
+    from cvdiag.pytest_plugin.plugin import _LOGS
+
+    return _LOGS
+
+
+def looks_like_a_test_path(value: str) -> bool:
+    """``--cvdiag-history tests/`` took the tests as the database: say so."""
+    return os.path.isdir(value) or value.endswith(".py") or "::" in value
