@@ -329,7 +329,7 @@ def test_log_filter_and_structlog_processor_carry_the_test_id():
 
 # The face by job, written out again on purpose: it changes only when these lines do.
 SET_UP = ["configure", "CvdiagMiddleware", "register_boundary", "register_llm_endpoint"]
-OUTBOUND = ["instrument_httpx", "uninstrument_httpx", "wrap"]
+OUTBOUND = ["instrument", "uninstrument", "instrument_httpx", "uninstrument_httpx", "wrap"]
 RECORD = ["agent_scope", "llm_call", "emit", "request_context", "current_context"]
 OPERATE = ["flush", "stats"]
 PUBLIC_FACE = sorted(SET_UP + OUTBOUND + RECORD + OPERATE)
