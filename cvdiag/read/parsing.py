@@ -52,6 +52,7 @@ _MARKER_LEN, _PREFIX_LEN, _JAVA_PREFIX_LEN = len(_MARKER), len(_PREFIX), len(_JA
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _COMPOSE = re.compile(rb"^[\w.-]+\s*\| ")
 _BREADCRUMB_FIELD = re.compile(r"(\w+)=(\S*)")
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, which some tools put before a file's first line
 
 # Fields the reader relies on, and the types it needs; `validate` is stricter.
 _REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
@@ -235,6 +236,8 @@ def parse_span(buf: Any, ls: int, le: int, joins: rejoin.Joins | None = None) ->
 
 def _classify(line: bytes) -> tuple[int, Any]:
     """``parse_line`` of a line already unwrapped."""
+    if line.startswith(_BOM):
+        line = line[len(_BOM) :]
     start = 0
     while True:
         i = line.find(_MARKER, start)
