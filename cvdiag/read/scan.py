@@ -40,7 +40,7 @@ from cvdiag.contract.schema import (
 )
 from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, parse_ts
 from cvdiag.read import _parallel, rejoin
-from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, parse_span
+from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, coerce, parse_span
 from cvdiag.read.sources import Source
 
 _PROGRESS_STEP = 8 << 20
@@ -223,6 +223,8 @@ def hits(
             tally.add(lambda c=counter, o=ls: f"{name}:{c.at(o)}", value)
             if not with_lines:
                 continue
+        elif kind == ENVELOPE:
+            tally.seen(value, lambda c=counter, o=ls: f"{name}:{c.at(o)}")
         if b"\n" in raw:  # a split line: its own records, without the other stream's
             raw = rejoin.join(raw)[3]
         yield Hit(kind, value, name, counter.at(ls) if with_lines else None, raw)
@@ -539,10 +541,12 @@ class Folder:
                 )
                 if not plain:
                     try:
-                        env = orjson.loads(buf[pos_json:le])
+                        env = coerce(orjson.loads(buf[pos_json:le]))
                     except orjson.JSONDecodeError:
                         self._malformed(counter, name, ms, "cut or not JSON", fold_aggs)
                         continue
+                    if fold_aggs:
+                        self.tally.seen(env, lambda c=counter, o=ms: f"{name}:{c.at(o)}")
             if fold_aggs:
                 try:
                     fold(tid, layer, boundary, slug, ts, outcome)
@@ -580,6 +584,8 @@ class Folder:
             self._malformed(counter, name, ls, env, count)
         if kind != ENVELOPE:
             return
+        if count:
+            self.tally.seen(env, lambda: f"{name}:{counter.at(ls)}")
         tid = env["test_id"].encode()
         if (self.owns is not None and not self.owns(tid)) or (self.only is not None and tid not in self.only):
             return

@@ -98,6 +98,7 @@ def entries_for(
                 kind, value = parsing.parse_line(raw)
                 seq += 1
                 if kind == ENVELOPE:
+                    tally.seen(value, lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}")
                     key = (ts_seconds(value["ts"]), mono_ns(value), seq)
                     yield value["test_id"], Entry(key, "envelope", value, src.name)
                 elif kind == BREADCRUMB:

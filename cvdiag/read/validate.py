@@ -27,6 +27,7 @@ from cvdiag.contract.schema import (
     lookup,
 )
 from cvdiag.contract.timestamps import parse_ts
+from cvdiag.read.parsing import restored
 
 _TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|\+00:00)$")
 _BOUNDARY_RE = re.compile(r"^(probe|backend|aimock|cvdiag)(\.[a-z][a-z0-9_]*)+$")
@@ -66,6 +67,7 @@ def problems(env: Any) -> list[str]:
     """Every way ``env`` breaks schema v1; empty when it is valid."""
     if not isinstance(env, dict):
         return ["not a JSON object"]
+    env = restored(env)  # checked as written, not as the reader coerced it
     out: list[str] = []
     missing = [f for f in ENVELOPE_FIELDS if f not in env and f not in _OPTIONAL]
     if missing:
