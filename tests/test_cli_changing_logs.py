@@ -9,9 +9,13 @@ unbounded memory.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from pathlib import Path
 
-from cvdiag_cli import run
+import pytest
+from cvdiag_cli import command, run
 from logkit import TID_ABORT, TID_OK, aborted, compact, happy
 
 CRASH = {"CVDIAG_TRACEBACK": "1"}
@@ -66,3 +70,60 @@ def test_validate_reads_an_absent_optional_flag_as_false(tmp_path: Path) -> None
     assert r.code == 1
     assert f"{path}:1: missing fields: span_id" in r.out
     assert f"{path}:2: _truncated has the wrong type (str)" in r.out
+
+
+# -- item 10: a log truncated while it is read ---------------------------------------------
+
+
+def _busy_log(path: Path, mb: int) -> Path:
+    """``mb`` MB of envelopes of 1,000 tests: seconds of work for any command."""
+    block = "".join(
+        f"CVDIAG {compact(e)}\n" for k in range(1000) for e in happy(f"0190a9c0-1a2b-7c3d-8e4f-{k:012x}", k * 1.0)
+    ).encode()
+    with path.open("wb") as fh:
+        for _ in range(mb * (1 << 20) // len(block) + 1):
+            fh.write(block)
+    return path
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """User and system time of ``pid`` and of its live descendants (the workers of ``tests``)."""
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for task in os.listdir(f"/proc/{pid}/task"):
+            for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split():
+                total += _tree_cpu_seconds(int(child))
+    except (OSError, IndexError):
+        pass  # ended meanwhile
+    return total
+
+
+@pytest.mark.parametrize("cmd", [["grep"], ["stats"], ["validate"], ["tests"], ["diagnose", "--all"]])
+def test_a_log_truncated_while_it_is_read_ends_the_command_cleanly_with_a_note(tmp_path: Path, cmd: list[str]) -> None:
+    """``logrotate``'s copytruncate (``: > app.log``) while the command reads: what was
+    read is used, a note says the file shrank, and the command ends (it died of SIGBUS
+    reading the mapped file, or hung when a worker did)."""
+    log = _busy_log(tmp_path / "app.log", 96)
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | CRASH
+    with (tmp_path / "out").open("wb") as out, (tmp_path / "err").open("wb") as err:
+        proc = subprocess.Popen([*command(), *cmd, str(log)], stdout=out, stderr=err, env=env)
+        try:
+            deadline = time.monotonic() + 30
+            while proc.poll() is None and _tree_cpu_seconds(proc.pid) < 0.6 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert proc.poll() is None, "ended before the truncation: make the log bigger"
+            subprocess.run(["sh", "-c", f": > '{log}'"], check=True, timeout=10)  # copytruncate's truncation
+            code = proc.wait(timeout=60)
+        finally:
+            proc.kill()
+            proc.wait()
+    text = clean((tmp_path / "err").read_text())
+    assert code >= 0, f"killed by signal {-code}: {text}"
+    assert code in (0, 1), text
+    assert "malformed" not in text, text  # the line the truncation cut is gone with the rest
+    assert text.count(f"cvdiag: {log} shrank while it was read (truncated or rotated)") == 1, text
+    out = (tmp_path / "out").read_text()
+    if cmd == ["grep"]:
+        assert out.count("\n") > 1000  # what was read before the truncation is shown

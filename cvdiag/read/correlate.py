@@ -106,6 +106,8 @@ class _Share:
 def _scan_share(share: _Share) -> tuple[Any, Tally, float | None]:
     """(rows with their class when diagnosing, else aggregates to merge; tally; latest ts)."""
     sources, part, parts = share.sources, share.part, share.parts
+    for src in sources:  # every share reads every file: one says what happened to it
+        src.quiet = part > 0
     if share.classify:  # a diagnosis needs all of a test's envelopes: split by test id
         folder, verdicts = diagnose_share(
             sources, part, parts, share.slow_s, share.log_end, share.keep_json, share.progress

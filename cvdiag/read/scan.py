@@ -19,9 +19,7 @@ fields are all it needs once a fixed middle and tail show the line is valid JSON
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import mmap
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -39,7 +37,7 @@ from cvdiag.contract.schema import (
     is_accounting,
 )
 from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, parse_ts
-from cvdiag.read import _parallel, rejoin
+from cvdiag.read import rejoin
 from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, coerce, parse_span
 from cvdiag.read.sources import Source
 
@@ -81,12 +79,7 @@ _COUNT_SLICE = 8 << 20
 
 
 def windows(buf: Any, start: int = 0, end: int | None = None, size: int = WINDOW) -> Iterator[tuple[int, int]]:
-    """Line-aligned ``(start, end)`` slices of ``buf[start:end]``, each ending on a newline.
-
-    For an mmap, the pages of a finished slice are handed back (MADV_DONTNEED), so the
-    resident set stays near one slice however big the file: the pages stay in the page
-    cache, they only stop counting against this process.
-    """
+    """Line-aligned ``(start, end)`` slices of ``buf[start:end]``, each ending on a newline."""
     n = len(buf) if end is None else end
     a = start
     while a < n:
@@ -95,18 +88,7 @@ def windows(buf: Any, start: int = 0, end: int | None = None, size: int = WINDOW
             nl = buf.find(b"\n", b, n)
             b = n if nl < 0 else nl
         yield a, b
-        _release(buf, a, b)
         a = b
-
-
-def _release(buf: Any, a: int, b: int) -> None:
-    if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    lo = a - a % mmap.PAGESIZE
-    hi = b - b % mmap.PAGESIZE
-    if hi > lo:
-        with contextlib.suppress(OSError, ValueError):
-            buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
@@ -116,14 +98,9 @@ def lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
 
 
 def _physical_lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) of the physical lines of ``buf`` that hold ``needle``, in order
-    (a big file is searched in two processes)."""
-
-    def search(start: int, end: int) -> Iterator[tuple[int, int]]:
-        for a, b in windows(buf, start, end):
-            yield from marked_lines(buf, (needle,), a, b)
-
-    return _parallel.search_halves(buf, search)
+    """(start, end) of the physical lines of ``buf`` that hold ``needle``, in order."""
+    for a, b in windows(buf):
+        yield from marked_lines(buf, (needle,), a, b)
 
 
 def logical_lines(buf: Any, spans: Iterable[tuple[int, int]], end: int | None = None) -> Iterator[tuple[int, int]]:
@@ -141,7 +118,7 @@ def logical_lines(buf: Any, spans: Iterable[tuple[int, int]], end: int | None = 
 
 
 class LineCounter:
-    """Line numbers of offsets in one buffer, counted incrementally (mmap has no count)."""
+    """Line numbers of offsets in one buffer, counted incrementally."""
 
     __slots__ = ("base", "buf", "line", "pos")
 
@@ -151,7 +128,7 @@ class LineCounter:
     def at(self, offset: int) -> int:
         if offset < self.pos:
             self.pos, self.line = 0, self.base
-        # In slices, so that counting deep into a big mmap never copies or maps it whole.
+        # In slices, so that counting deep into a block never copies it whole.
         for a, b in windows(self.buf, self.pos, offset, _COUNT_SLICE):
             self.line += self.buf[a:b].count(b"\n")
         self.pos = offset
@@ -232,7 +209,7 @@ def hits(
         progress(len(buf) - done)
 
 
-_TAIL_BYTES = 1 << 16
+TAIL_BYTES = 1 << 16
 _TS_IN_LINE = re.compile(rb'\\?"ts\\?":\\?"(\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00))')
 
 
@@ -240,7 +217,7 @@ def tail_ts(buf: Any) -> float | None:
     """The latest envelope ``ts`` in the last 64 KiB of ``buf``: the end of a log,
     without reading it all (logs are written in time order, give or take a request)."""
     best = None
-    for m in _TS_IN_LINE.finditer(buf[max(0, len(buf) - _TAIL_BYTES) :]):
+    for m in _TS_IN_LINE.finditer(buf[max(0, len(buf) - TAIL_BYTES) :]):
         try:
             t = parse_ts(m.group(1).decode())
         except ValueError:
