@@ -8,14 +8,16 @@ unbounded memory.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from cvdiag_cli import command, run
+from cvdiag_cli import command, run, run_peak
 from logkit import TID_ABORT, TID_OK, aborted, compact, happy
 
 CRASH = {"CVDIAG_TRACEBACK": "1"}
@@ -127,3 +129,82 @@ def test_a_log_truncated_while_it_is_read_ends_the_command_cleanly_with_a_note(t
     out = (tmp_path / "out").read_text()
     if cmd == ["grep"]:
         assert out.count("\n") > 1000  # what was read before the truncation is shown
+
+
+# -- item 12: work that grows faster than the input -----------------------------------------
+
+
+class _Counted(bytes):
+    """A block that counts the bytes its searches pass over: the work of the scan,
+    which does no per-byte Python, measured without a clock."""
+
+    work = 0
+
+    def find(self, sub: Any, start: Any = 0, end: Any = None, /) -> int:
+        end = len(self) if end is None else min(end, len(self))
+        found = bytes.find(self, sub, start, end)
+        _Counted.work += found - start + len(sub) if found >= 0 else max(0, end - start)
+        return found
+
+    def rfind(self, sub: Any, start: Any = 0, end: Any = None, /) -> int:
+        end = len(self) if end is None else min(end, len(self))
+        found = bytes.rfind(self, sub, start, end)
+        _Counted.work += end - found if found >= 0 else max(0, end - start)
+        return found
+
+
+#: Lines that hold a marker but are no envelope, which each went through a search to the
+#: end of the gap they were in: doubling them multiplied the time by 3.7.
+_NOT_ENVELOPES = {
+    "app JSON with schema_version": lambda i: json.dumps({"schema_version": 2, "event": "login", "user": i}),
+    "compact, an envelope's head": lambda i: f'{{"schema_version":1,"test_id":"x{i}","msg":"hello"}}',
+    "cut CVDIAG heads": lambda i: "CVDIAG {",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_NOT_ENVELOPES))
+def test_lines_that_are_no_envelopes_cost_work_linear_in_their_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    from cvdiag.read.sources import Source
+
+    blocks = Source.blocks
+    monkeypatch.setattr(Source, "blocks", lambda self, *a: (_Counted(b) for b in blocks(self, *a)))
+    log = tmp_path / "app.log"
+    log.write_text("".join(_NOT_ENVELOPES[shape](i) + "\n" for i in range(8000)))
+    for argv in (["tests"], ["tests", "--no-class"], ["grep"], ["stats"], ["validate"]):
+        _Counted.work = 0
+        code, out, err = _in_process([*argv, str(log)])
+        assert code == 1 and "8000 malformed" in (out if argv == ["validate"] else err), err
+        # Linear: a few passes over the bytes. Quadratic, it was 4,000 passes here.
+        assert _Counted.work < 20 * log.stat().st_size, (argv, _Counted.work / log.stat().st_size)
+
+
+def _in_process(argv: list[str]) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from cvdiag.face import cli
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    out.flush()
+    err.flush()
+    return code, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()  # type: ignore[attr-defined]
+
+
+def test_a_gzip_bomb_of_cut_heads_keeps_validate_bounded_in_memory(tmp_path: Path) -> None:
+    """60,000 ``CVDIAG {`` lines in a few KiB of gzip: each line is a problem, written as
+    it is found and never kept (``validate`` kept every one: 2.4 GB at 100 MiB, 66 MB here)."""
+    lines = 60_000
+    bomb = tmp_path / "bomb.log.gz"
+    bomb.write_bytes(gzip.compress(b"CVDIAG {\n" * lines))
+    assert bomb.stat().st_size < 4 << 10
+    r, peak = run_peak("validate", "--json", bomb)
+    assert r.code == 1
+    doc = json.loads(r.out)
+    assert (doc["checked"], doc["malformed"], len(doc["problems"])) == (0, lines, lines)
+    assert doc["problems"][-1] == {"source": str(bomb), "line": lines, "reason": "cut or not JSON"}
+    assert peak < 32, f"peak {peak:.0f} MB"

@@ -538,13 +538,15 @@ class Folder:
             self._gap(buf, gap, end, name, counter, count_malformed)
 
     def _gap(self, buf: Any, lo: int, hi: int, name: str, counter: LineCounter, count: bool) -> None:
+        """The marked lines of ``buf[lo:hi]``, each through the general parser.
+
+        Each marker's next position is kept until a line passes it: searching again
+        from every line would cost the rest of the gap per line (quadratic).
+        """
         find, rfind = buf.find, buf.rfind
-        pos = lo
-        while pos < hi:
-            hits = [p for p in (find(_CV, pos, hi), find(_SV, pos, hi)) if p >= 0]
-            if not hits:
-                return
-            p = min(hits)
+        cv, sv = find(_CV, lo, hi), find(_SV, lo, hi)
+        while cv >= 0 or sv >= 0:
+            p = sv if cv < 0 or (0 <= sv < cv) else cv
             ls = rfind(b"\n", lo, p) + 1  # lo is 0 or a newline, so this never falls before it
             le = find(b"\n", p)
             if le < 0:
@@ -552,7 +554,10 @@ class Folder:
             if le > hi:  # the line of the next canonical match: it is folded there
                 return
             self._line(buf, ls, le, name, counter, count)
-            pos = le + 1
+            if 0 <= cv <= le:
+                cv = find(_CV, le + 1, hi)
+            if 0 <= sv <= le:
+                sv = find(_SV, le + 1, hi)
 
     def _line(self, buf: Any, ls: int, le: int, name: str, counter: LineCounter, count: bool) -> None:
         self.parsed += 1
