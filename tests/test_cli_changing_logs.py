@@ -208,3 +208,65 @@ def test_a_gzip_bomb_of_cut_heads_keeps_validate_bounded_in_memory(tmp_path: Pat
     assert (doc["checked"], doc["malformed"], len(doc["problems"])) == (0, lines, lines)
     assert doc["problems"][-1] == {"source": str(bomb), "line": lines, "reason": "cut or not JSON"}
     assert peak < 32, f"peak {peak:.0f} MB"
+
+
+# -- item 11: memory on small hostile inputs ------------------------------------------------
+
+
+def _flood(path: Path, count: int, *, tid: str | None = None, boundary: str | None = None) -> Path:
+    """``count`` envelopes in a few hundred KiB of gzip: one test's heartbeats
+    (``tid``), or a new test id or boundary name on every line (``{i}`` in either)."""
+    template = compact(
+        happy()[0]
+        | {
+            "test_id": tid or "t-{i}",
+            "boundary": boundary or "backend.llm.call.heartbeat",
+            "span_id": "{i:016x}",
+            "metadata": {"elapsed_ms_since_start": 0, "provider": "openai", "model": "gpt-4o-mini"},
+        }
+    )
+    template = template.replace("{", "{{").replace("}", "}}").replace("{{i}}", "{i}").replace("{{i:016x}}", "{i:016x}")
+    path.write_bytes(gzip.compress("".join("CVDIAG " + template.format(i=i) + "\n" for i in range(count)).encode()))
+    return path
+
+
+#: Between the two: bounded, these commands peak near 85-105 MB on these inputs (most of
+#: it the 16 MiB blocks a .gz is read in); unbounded, 186-209 MB here and 1.2-1.6 GB on the
+#: issue's inputs, ten times bigger.
+PEAK_MB = 150
+
+
+@pytest.mark.parametrize("cmd", ["timeline", "diagnose"])
+def test_one_test_with_a_flood_of_heartbeats_keeps_memory_bounded(tmp_path: Path, cmd: str) -> None:
+    log = _flood(tmp_path / "beats.log.gz", 60_000, tid=TID_OK)
+    r, peak = run_peak(cmd, TID_OK, log)
+    assert r.code == 0, r.err
+    assert peak < PEAK_MB, f"peak {peak:.0f} MB"
+    assert "50,000 between the first and the last 5,000 are left out" in clean(r.err)
+    if cmd == "timeline":
+        rows = [line for line in r.out.splitlines() if "backend.llm.call.heartbeat  info" in line]
+        assert len(rows) == 10_000
+
+
+def test_a_million_made_up_boundary_names_keep_stats_bounded(tmp_path: Path) -> None:
+    log = _flood(tmp_path / "names.log.gz", 60_000, boundary="backend.made_up_{i}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CVDIAG_STATS_MAX_ROWS", "10000")
+        r, peak = run_peak("stats", "--json", log)
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["boundaries"]
+    assert len(rows) == 10_001 and sum(row["count"] for row in rows) == 60_000
+    assert rows[0]["boundary"] == "(others)" and rows[0]["count"] == 50_000
+    assert "50,000 envelopes of the others are counted under '(others)'" in clean(r.err)
+    assert peak < PEAK_MB, f"peak {peak:.0f} MB"
+
+
+def test_a_flood_of_test_ids_keeps_tests_bounded(tmp_path: Path) -> None:
+    log = _flood(tmp_path / "ids.log.gz", 60_000)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CVDIAG_MAX_TESTS", "10000")
+        r, peak = run_peak("tests", "--no-class", "--json", log)
+    assert r.code == 0, r.err
+    assert len(json.loads(r.out)) == 10_000
+    assert "more than 10,000 test ids: 50,000 envelopes of the later ones are left out" in clean(r.err)
+    assert peak < PEAK_MB, f"peak {peak:.0f} MB"

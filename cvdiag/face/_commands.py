@@ -212,6 +212,8 @@ def stats(args: argparse.Namespace) -> int:
             found.add(hit.value)
     progress.close()
     _note(tally)
+    if (note := found.note()) is not None:
+        say(note)
     boundaries, latency = found.boundary_rows(), found.latency_rows()
     if args.json:
         _json_out({"boundaries": boundaries, "latency": latency})

@@ -105,13 +105,16 @@ class Tally:
     """Malformed lines seen while reading: how many, and where the first one was; and
     the envelopes read with a field of the wrong type (``coerce``), the same way."""
 
-    __slots__ = ("coerced", "count", "first", "first_coerced")
+    __slots__ = ("coerced", "count", "first", "first_coerced", "trimmed", "untracked", "untracked_limit")
 
     def __init__(self) -> None:
         self.count = 0
         self.first: str | None = None
         self.coerced = 0
         self.first_coerced: str | None = None
+        self.untracked = 0  # envelopes of test ids past ``untracked_limit`` (``scan.MAX_TESTS``)
+        self.untracked_limit = 0
+        self.trimmed = 0  # events a timeline left out between its first and last (``_kept``)
 
     def add(self, where: Callable[[], str], reason: str) -> None:
         self.count += 1
@@ -133,6 +136,9 @@ class Tally:
             self.first_coerced = other.first_coerced
         self.count += other.count
         self.coerced += other.coerced
+        self.untracked += other.untracked
+        self.trimmed += other.trimmed
+        self.untracked_limit = max(self.untracked_limit, other.untracked_limit)
 
     def note(self) -> str | None:
         """The one-line stderr note, or None when every line was fine."""
@@ -144,6 +150,16 @@ class Tally:
             noun = "envelope" if self.coerced == 1 else "envelopes"
             parts.append(
                 f"read {self.coerced} {noun} with fields of the wrong type as null (first at {self.first_coerced})"
+            )
+        if self.trimmed:
+            parts.append(
+                f"the test has more events than a timeline keeps: {self.trimmed:,} between the first"
+                " and the last 5,000 are left out (failures among them are kept)"
+            )
+        if self.untracked:
+            parts.append(
+                f"more than {self.untracked_limit:,} test ids: {self.untracked:,} envelopes of the later ones"
+                " are left out"
             )
         return "cvdiag: " + "; ".join(parts) if parts else None
 

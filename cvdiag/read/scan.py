@@ -20,6 +20,7 @@ fields are all it needs once a fixed middle and tail show the line is valid JSON
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -310,6 +311,9 @@ _TERMINAL_BITS = {
     b"backend.error.caught": _ERROR,
 }
 _MAX_SLUGS = 4
+#: Test ids folded, whatever the log: each costs about 1 KB, and a log of a million
+#: made-up ids (a few MB of gzip) cost 1.2 GB. Later ids are counted and left out.
+MAX_TESTS = int(os.environ.get("CVDIAG_MAX_TESTS", 100_000))
 _CV, _SV = MARKERS
 
 
@@ -403,6 +407,7 @@ class Folder:
         self.budget = budget
         self.only = only
         self.fold_aggs = fold_aggs
+        self.max_tests = MAX_TESTS
         self._head_only: dict[bytes, bool] = {}  # boundary -> may go to Evidence.add_head
         self.parsed = 0  # lines read by the general parser, not the canonical head
 
@@ -423,6 +428,14 @@ class Folder:
             else:
                 ev = self.evidence[tid] = self.evidence_cls(tid.decode("utf-8", "replace"))
         return ev
+
+    def _untracked(self, tid: bytes) -> bool:
+        """Whether ``tid`` comes after ``max_tests`` others: counted, then left out."""
+        if not self.fold_aggs or tid in self.aggs or len(self.aggs) < self.max_tests:
+            return False
+        self.tally.untracked += 1
+        self.tally.untracked_limit = self.max_tests
+        return True
 
     @property
     def latest(self) -> float | None:
@@ -500,6 +513,8 @@ class Folder:
             tid = fields[0]
             if (owns is not None and not owns(tid)) or (only is not None and tid not in only):
                 continue  # another worker's or another pass's test (which counts its malformed lines)
+            if self._untracked(tid):
+                continue
             ev = self._evidence_for(tid) if evidence is not None else None
             if ev is None and not fold_aggs:
                 continue
@@ -570,6 +585,8 @@ class Folder:
             self.tally.seen(env, lambda: f"{name}:{counter.at(ls)}")
         tid = env["test_id"].encode()
         if (self.owns is not None and not self.owns(tid)) or (self.only is not None and tid not in self.only):
+            return
+        if self._untracked(tid):
             return
         if self.fold_aggs:
             slug = env.get("slug")
