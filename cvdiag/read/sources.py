@@ -19,6 +19,7 @@ from cvdiag.read import rejoin
 from cvdiag.read.parsing import MAX_LINE, PLACEHOLDER_CUT, PLACEHOLDER_LONG, TOO_LONG
 
 _BLOCK = 16 << 20  # streamed sources (stdin, gzip) are read in blocks this big
+_FILE_BLOCK = 4 << 20  # files: small enough that a block and its copy cost little memory
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -75,7 +76,9 @@ class Source:
                 with gzip.GzipFile(fileobj=fh) as gz:
                     yield from stream_blocks(gz, self.name, read_size)
                 return
-            yield from self._file_blocks(fh, st.st_size if stat.S_ISREG(st.st_mode) else None, read_size)
+            yield from self._file_blocks(
+                fh, st.st_size if stat.S_ISREG(st.st_mode) else None, min(read_size, _FILE_BLOCK)
+            )
 
     def _file_blocks(self, fh: BinaryIO, size: int | None, read_size: int) -> Iterator[bytes]:
         """The blocks of a file as it was when opened (``size``; None: a FIFO, read to its end).
