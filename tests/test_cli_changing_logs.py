@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cvdiag_cli import command, run, run_peak
+from cvdiag_cli import command, run, run_in_process, run_peak
 from logkit import TID_ABORT, TID_OK, aborted, compact, happy
 
 CRASH = {"CVDIAG_TRACEBACK": "1"}
@@ -174,25 +174,10 @@ def test_lines_that_are_no_envelopes_cost_work_linear_in_their_bytes(
     log.write_text("".join(_NOT_ENVELOPES[shape](i) + "\n" for i in range(8000)))
     for argv in (["tests"], ["tests", "--no-class"], ["grep"], ["stats"], ["validate"]):
         _Counted.work = 0
-        code, out, err = _in_process([*argv, str(log)])
+        code, out, err = run_in_process([*argv, str(log)])
         assert code == 1 and "8000 malformed" in (out if argv == ["validate"] else err), err
         # Linear: a few passes over the bytes. Quadratic, it was 4,000 passes here.
         assert _Counted.work < 20 * log.stat().st_size, (argv, _Counted.work / log.stat().st_size)
-
-
-def _in_process(argv: list[str]) -> tuple[int, str, str]:
-    import contextlib
-    import io
-
-    from cvdiag.face import cli
-
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    out.flush()
-    err.flush()
-    return code, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()  # type: ignore[attr-defined]
 
 
 def test_a_gzip_bomb_of_cut_heads_keeps_validate_bounded_in_memory(tmp_path: Path) -> None:

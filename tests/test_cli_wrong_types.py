@@ -8,22 +8,19 @@ the same on a log that holds every kind of bad field at once.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cvdiag_cli import run
+from cvdiag_cli import run, run_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from logkit import TID_ABORT, TID_ERROR, TID_OK, aborted, errored, happy
 
 from cvdiag.contract.schema import EDGE_HEADERS, ENVELOPE_FIELDS
-from cvdiag.face import cli
 
 CRASH = {"CVDIAG_TRACEBACK": "1"}
 WRONG_TYPE = "with fields of the wrong type as null"
@@ -122,16 +119,6 @@ def _commands(log: Path, out: Path) -> list[list[str]]:
     ]
 
 
-def _in_process(argv: list[str]) -> tuple[int, str, str]:
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    out.flush()
-    err.flush()
-    return code, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()  # type: ignore[attr-defined]
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=mutated_logs())
 def test_every_command_reads_fields_of_any_json_type_without_an_internal_error(
@@ -139,7 +126,7 @@ def test_every_command_reads_fields_of_any_json_type_without_an_internal_error(
 ) -> None:
     log = _write(tmp_path / "mutated.log", events)
     for argv in _commands(log, tmp_path / "report.html"):
-        code, out, err = _in_process(argv)
+        code, out, err = run_in_process(argv)
         assert code != 3 and "internal error" not in err, (argv, err)
         if argv[0] == "grep" and len(argv) == 4:  # nothing lost silently: each line read or counted
             skipped = re.search(r"skipped (\d+) malformed", err)
