@@ -215,10 +215,10 @@ def _flood(path: Path, count: int, *, tid: str | None = None, boundary: str | No
     return path
 
 
-#: Between the two: bounded, these commands peak near 85-105 MB on these inputs (most of
+#: Between the two: bounded, these commands peak near 85-125 MB on these inputs (most of
 #: it the 16 MiB blocks a .gz is read in); unbounded, 186-209 MB here and 1.2-1.6 GB on the
 #: issue's inputs, ten times bigger.
-PEAK_MB = 150
+PEAK_MB = 160
 
 
 @pytest.mark.parametrize("cmd", ["timeline", "diagnose"])
@@ -227,10 +227,10 @@ def test_one_test_with_a_flood_of_heartbeats_keeps_memory_bounded(tmp_path: Path
     r, peak = run_peak(cmd, TID_OK, log)
     assert r.code == 0, r.err
     assert peak < PEAK_MB, f"peak {peak:.0f} MB"
-    assert "50,000 between the first and the last 5,000 are left out" in clean(r.err)
+    assert "40,000 between the first and the last 10,000 are left out" in clean(r.err)
     if cmd == "timeline":
         rows = [line for line in r.out.splitlines() if "backend.llm.call.heartbeat  info" in line]
-        assert len(rows) == 10_000
+        assert len(rows) == 20_000
 
 
 def test_a_million_made_up_boundary_names_keep_stats_bounded(tmp_path: Path) -> None:

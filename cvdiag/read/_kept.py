@@ -12,7 +12,7 @@ from typing import Any
 
 from cvdiag.contract.schema import FAILURE_OUTCOMES
 
-HEAD = TAIL = 5_000  # the first and last events kept, in file order
+HEAD = TAIL = 10_000  # the first and last events kept, in file order
 FAILURES = 5_000  # failed envelopes and breadcrumbs kept between them
 
 

@@ -154,7 +154,7 @@ class Tally:
         if self.trimmed:
             parts.append(
                 f"the test has more events than a timeline keeps: {self.trimmed:,} between the first"
-                " and the last 5,000 are left out (failures among them are kept)"
+                " and the last 10,000 are left out (failures among them are kept)"
             )
         if self.untracked:
             parts.append(
