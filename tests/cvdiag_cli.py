@@ -46,12 +46,13 @@ def run(
     timeout: float = 120,
     cwd: str | os.PathLike | None = None,
     internal_error: bool = False,
+    _bare: bool = False,
 ) -> Result:
     """Run ``cvdiag ARGS`` piped; ``internal_error``: the test expects exit 3."""
     full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     full_env.update({"CVDIAG_TRACEBACK": "1", **(env or {})})
     proc = subprocess.run(
-        [*command(), *map(str, args)],
+        [*([] if _bare else command()), *map(str, args)],
         input=stdin if stdin is not None else b"",
         capture_output=True,
         env=full_env,
@@ -86,3 +87,36 @@ def on_a_terminal(
     os.close(main)
     out = out.replace(b"\r\n", b"\n")
     return _checked(proc.returncode, out.decode("utf-8", "replace"), internal_error=False), out
+
+
+_PEAK_WRAPPER = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[1:])\n"
+    "sys.stderr.write('\\npeak-kb %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(code)\n"
+)
+
+
+def run_peak(*args: str | os.PathLike, stdin: bytes | None = None, timeout: float = 120) -> tuple[Result, float]:
+    """``run``, and the peak resident memory of the real ``cvdiag`` process in MB (its
+    ``VmHWM``, from ``getrusage`` in a fresh parent that has no other child)."""
+    r = run(sys.executable, "-c", _PEAK_WRAPPER, *command(), *args, stdin=stdin, timeout=timeout, _bare=True)
+    err, _, peak = r.err.rstrip("\n").rpartition("\npeak-kb ")
+    return Result(r.code, r.out, err), int(peak) / 1024
+
+
+def run_in_process(argv: list[str]) -> tuple[int, str, str]:
+    """``cvdiag ARGV`` through ``cli.main`` in this process (much faster than a
+    subprocess, for property tests): (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from cvdiag.face import cli
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    out.flush()
+    err.flush()
+    return code, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()  # type: ignore[attr-defined]

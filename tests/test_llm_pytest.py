@@ -22,7 +22,7 @@ def test_failure_report_names_the_llm_calls_a_test_made(pytester: pytest.Pyteste
             client = httpx2.Client(transport=httpx2.MockTransport(provider))
             for _ in range(2):
                 client.post("https://api.openai.com/v1/chat/completions", json={"model": "gpt-4o-mini"})
-            calls = [e for e in cvdiag_events() if e["boundary"] == "backend.llm.call.response"]
+            calls = cvdiag_events.of("backend.llm.call.response")
             assert [(c["metadata"]["provider"], c["metadata"]["attempt"]) for c in calls] == [
                 ("openai", 0),
                 ("openai", 1),
@@ -32,4 +32,7 @@ def test_failure_report_names_the_llm_calls_a_test_made(pytester: pytest.Pyteste
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
+    # The failure is the test's own last assert: the checks on the attempts before it held.
+    result.stdout.fnmatch_lines(["*AssertionError: the agent gave no answer*"])
+    result.stdout.no_fnmatch_line("*TypeError*")
     result.stdout.fnmatch_lines(["*llm-error*openai/gpt-4o-mini failed: 2 attempts, all HTTP 500 (server_error)*"])

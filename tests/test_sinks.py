@@ -204,35 +204,52 @@ def test_file_sink_follows_its_path_after_rotation(tmp_path: Path, rotate: str):
         assert _agent_lines(tmp_path / "cvdiag.ndjson.1") == ["before"]
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+FULL_DISK_PROBE = textwrap.dedent(
+    """
+    import json, resource, signal, sys
+    import cvdiag
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails (EFBIG) instead of killing
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16_000, hard))  # the disk: 16 kB, no privilege needed
 
+    def emit(*names):
+        for name in names:
+            cvdiag.emit("backend.agent.enter", {"agent_name": name})
+        cvdiag.flush()
 
-def test_a_full_disk_leaves_only_whole_lines_and_counts_the_loss(small_disk: Path):
-    log = small_disk / "cvdiag.ndjson"
-    filler = small_disk / "filler"
-    filler.write_bytes(b"x" * 20_000)
-    before = cvdiag.stats()
-    with capture("default", file=str(log)):
+    with cvdiag.request_context(test_id="full-disk"):
+        before = cvdiag.stats()
         for round_ in range(12):  # batches of lines, until the disk is full and beyond
-            _emit_agents(*(f"r{round_}-{i}-" + "n" * 300 for i in range(8)))
+            emit(*(f"r{round_}-{i}-" + "n" * 300 for i in range(8)))
         full = cvdiag.stats()
-        filler.unlink()  # space comes back
-        _emit_agents("after-space-freed")
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space comes back
+        emit("after-space-freed")
+    print(json.dumps({"before": before, "full": full}))
+    """
+)
+
+
+def test_a_full_disk_leaves_only_whole_lines_and_counts_the_loss(tmp_path: Path):
+    """A file size limit (``RLIMIT_FSIZE``) fails writes as a full disk does, with no
+    privilege: the sink counts the loss, leaves no partial line, and writes again once
+    space comes back."""
+    log = tmp_path / "cvdiag.ndjson"
+    proc = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_PROBE],
+        env=_clean_env(CVDIAG_ENABLED="1", CVDIAG_STDOUT="0", CVDIAG_FILE=str(log), CVDIAG_TIER="default"),
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    stats = orjson.loads(proc.stdout.splitlines()[-1])
+    before, full = stats["before"], stats["full"]
     assert full["write_failed"] > before["write_failed"] and full["sink_errors"] > before["sink_errors"]
     data = log.read_bytes()
     assert data.endswith(b"\n")
+    assert data.rindex(b"\n", 0, len(data) - 1) < 16_000  # what was written before space came back fit the limit
     names = _agent_lines(log)  # every line parses: no partial line glued onto the next
     assert names[-1] == "after-space-freed"
+    assert names[0] == "r0-0-" + "n" * 300
     written = full["written"] - before["written"]
     assert len(names) - 1 == written < 12 * 8
 

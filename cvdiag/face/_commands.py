@@ -212,6 +212,8 @@ def stats(args: argparse.Namespace) -> int:
             found.add(hit.value)
     progress.close()
     _note(tally)
+    if (note := found.note()) is not None:
+        say(note)
     boundaries, latency = found.boundary_rows(), found.latency_rows()
     if args.json:
         _json_out({"boundaries": boundaries, "latency": latency})
@@ -233,8 +235,9 @@ def validate(args: argparse.Namespace) -> int:
     sources = _sources(args.paths)
     tally = Tally()
     checked = invalid = 0
-    found: list[dict[str, Any]] = []
     out = Out()
+    # Each problem is written as it is found, never kept: a log can hold millions.
+    problems = _JsonList(b'{\n  "problems": [') if args.json else None
     for hit in read(sources, tally, with_lines=True):
         if hit.kind == BREADCRUMB:
             continue
@@ -244,16 +247,34 @@ def validate(args: argparse.Namespace) -> int:
             continue
         invalid += hit.kind == ENVELOPE
         for reason in reasons:
-            found.append({"source": hit.source, "line": hit.line, "reason": reason})
-            if not args.json:
+            if problems is not None:
+                problems.add({"source": hit.source, "line": hit.line, "reason": reason})
+            else:
                 out.line(f"{hit.source}:{hit.line}: {reason}", FAIL)
-    summary = {"checked": checked, "invalid": invalid, "malformed": tally.count}
-    if args.json:
-        _json_out({**summary, "problems": found})
+    if problems is not None:
+        problems.close(
+            b',\n  "checked": %d,\n  "invalid": %d,\n  "malformed": %d\n}\n' % (checked, invalid, tally.count)
+        )
     else:
         style = FAIL if invalid or tally.count or not checked else OK
         out.line(f"checked {checked} envelopes: {invalid} invalid, {tally.count} malformed lines", style)
     return OK_EXIT if checked and not invalid and not tally.count else NOTHING_EXIT
+
+
+class _JsonList:
+    """A JSON array in an object on stdout, written one item at a time (as ``_json_out`` indents)."""
+
+    def __init__(self, head: bytes) -> None:
+        self.write = sys.stdout.buffer.write
+        self.write(head)
+        self.empty = True
+
+    def add(self, item: Any) -> None:
+        self.write((b"\n    " if self.empty else b",\n    ") + dumps(item))
+        self.empty = False
+
+    def close(self, tail: bytes) -> None:
+        self.write((b"]" if self.empty else b"\n  ]") + tail)
 
 
 # -- diagnose -------------------------------------------------------------------------

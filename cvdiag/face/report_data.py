@@ -111,7 +111,8 @@ def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> 
     row = [offset, strings(env["layer"]), strings(env["boundary"]), strings(env["outcome"]), dur]
     row += [env.get("metadata", {}), rest or 0]
     mono = env.get("mono_ns")
-    key = (ts_s, mono if isinstance(mono, int) else 0, *correlate.identity(env))
+    ident = correlate.identity(env)  # a span_id may be null beside strings: sorted first, never compared to them
+    key = (ts_s, mono if isinstance(mono, int) else 0, ident[0] is not None, *("" if v is None else v for v in ident))
     return key, dumps(row)
 
 

@@ -62,12 +62,7 @@ def _end_on_sigterm() -> None:
 def files_end(sources: list[Source]) -> float | None:
     """The latest ``ts`` near the end of the inputs: every worker must judge "still
     running" against the same end of the log, not the end of its own share."""
-    ends = []
-    for src in sources:
-        for buf in src.blocks():
-            t = scan.tail_ts(buf)
-            if t is not None:
-                ends.append(t)
+    ends = [t for t in (scan.tail_ts(src.tail(scan.TAIL_BYTES)) for src in sources) if t is not None]
     return max(ends) if ends else None
 
 

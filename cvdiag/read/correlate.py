@@ -84,7 +84,7 @@ def scan_tests(
     if classify:  # each share diagnosed whole tests: its rows are final
         rows = [r for part_rows, _, _ in parts for r in part_rows]
     else:
-        rows = _test_rows(_merged_aggs(part_aggs for part_aggs, _, _ in parts), None)
+        rows = _test_rows(_merged_aggs((part_aggs for part_aggs, _, _ in parts), tally), None)
     rows.sort(key=lambda r: (r["first_ts"], r["test_id"]))  # canonical timestamps sort as text
     return TestScan(rows, tally, log_end)
 
@@ -106,6 +106,8 @@ class _Share:
 def _scan_share(share: _Share) -> tuple[Any, Tally, float | None]:
     """(rows with their class when diagnosing, else aggregates to merge; tally; latest ts)."""
     sources, part, parts = share.sources, share.part, share.parts
+    for src in sources:  # every share reads every file: one says what happened to it
+        src.quiet = part > 0
     if share.classify:  # a diagnosis needs all of a test's envelopes: split by test id
         folder, verdicts = diagnose_share(
             sources, part, parts, share.slow_s, share.log_end, share.keep_json, share.progress
@@ -119,14 +121,18 @@ def _scan_share(share: _Share) -> tuple[Any, Tally, float | None]:
     return folder.aggs, folder.tally, folder.latest
 
 
-def _merged_aggs(parts: Any) -> dict[bytes, scan.Agg]:
+def _merged_aggs(parts: Any, tally: Tally) -> dict[bytes, scan.Agg]:
+    """The workers' aggregates as one, at most ``scan.MAX_TESTS`` ids (each worker kept that many)."""
     aggs: dict[bytes, scan.Agg] = {}
     for part_aggs in parts:
         for tid, agg in part_aggs.items():
             if tid in aggs:
                 aggs[tid].merge(agg)
-            else:
+            elif len(aggs) < scan.MAX_TESTS:
                 aggs[tid] = agg
+            else:
+                tally.untracked += agg.events
+                tally.untracked_limit = scan.MAX_TESTS
     return aggs
 
 

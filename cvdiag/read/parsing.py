@@ -8,6 +8,7 @@ first, without unwrapping; the bulk path of ``tests`` goes further (``scan``).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +53,7 @@ _MARKER_LEN, _PREFIX_LEN, _JAVA_PREFIX_LEN = len(_MARKER), len(_PREFIX), len(_JA
 _ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _COMPOSE = re.compile(rb"^[\w.-]+\s*\| ")
 _BREADCRUMB_FIELD = re.compile(r"(\w+)=(\S*)")
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, which some tools put before a file's first line
 
 # Fields the reader relies on, and the types it needs; `validate` is stricter.
 _REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
@@ -63,35 +65,103 @@ _REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
 )
 
 
+#: Where an envelope keeps the values of the wrong type it was read with (``coerce``):
+#: ``validate`` checks those, the notes count them.
+COERCED = "_coerced"
+
+
+def _text(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _ms(value: Any) -> bool:
+    return value is None or (type(value) in (int, float) and math.isfinite(value))
+
+
+def _flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+# The other fields and what every reader may rely on: another emitter's value of
+# another type is read as null (an empty object, false), never passed on to crash a view.
+_LOOSE: tuple[tuple[str, Callable[[Any], bool], Any], ...] = (
+    ("trace_id", _text, None),
+    ("span_id", _text, None),
+    ("parent_span_id", _text, None),
+    ("slug", _text, None),
+    ("demo", _text, None),
+    ("duration_ms", _ms, None),
+    ("edge_headers", lambda v: isinstance(v, dict), {}),
+    ("_metadata_dropped", _flag, False),
+    ("_truncated", _flag, False),
+)
+
+
 # Plain slotted classes, not dataclasses: a dataclass compiles its methods when its
 # module is imported (milliseconds each on a slow CI box), and the CLI must start fast.
 
 
 class Tally:
-    """Malformed lines seen while reading: how many, and where the first one was."""
+    """Malformed lines seen while reading: how many, and where the first one was; and
+    the envelopes read with a field of the wrong type (``coerce``), the same way."""
 
-    __slots__ = ("count", "first")
+    __slots__ = ("coerced", "count", "first", "first_coerced", "trimmed", "untracked", "untracked_limit")
 
     def __init__(self) -> None:
         self.count = 0
         self.first: str | None = None
+        self.coerced = 0
+        self.first_coerced: str | None = None
+        self.untracked = 0  # envelopes of test ids past ``untracked_limit`` (``scan.MAX_TESTS``)
+        self.untracked_limit = 0
+        self.trimmed = 0  # events a timeline left out between its first and last (``_kept``)
 
     def add(self, where: Callable[[], str], reason: str) -> None:
         self.count += 1
         if self.first is None:
             self.first = f"{where()}: {reason}"
 
+    def seen(self, env: dict[str, Any], where: Callable[[], str]) -> None:
+        """Counts ``env`` when it was read with fields of the wrong type."""
+        bad = env.get(COERCED)
+        if bad:
+            self.coerced += 1
+            if self.first_coerced is None:
+                self.first_coerced = f"{where()}: " + ", ".join(f"{k} is {type(v).__name__}" for k, v in bad.items())
+
     def merge(self, other: Tally) -> None:
         if other.count and self.first is None:
             self.first = other.first
+        if other.coerced and self.first_coerced is None:
+            self.first_coerced = other.first_coerced
         self.count += other.count
+        self.coerced += other.coerced
+        self.untracked += other.untracked
+        self.trimmed += other.trimmed
+        self.untracked_limit = max(self.untracked_limit, other.untracked_limit)
 
     def note(self) -> str | None:
         """The one-line stderr note, or None when every line was fine."""
-        if not self.count:
-            return None
-        noun = "line" if self.count == 1 else "lines"
-        return f"cvdiag: skipped {self.count} malformed CVDIAG {noun} (first at {self.first})"
+        parts = []
+        if self.count:
+            noun = "line" if self.count == 1 else "lines"
+            parts.append(f"skipped {self.count} malformed CVDIAG {noun} (first at {self.first})")
+        if self.coerced:
+            noun = "envelope" if self.coerced == 1 else "envelopes"
+            parts.append(
+                f"read {self.coerced} {noun} with fields of the wrong type as null (first at {self.first_coerced})"
+            )
+        if self.trimmed:
+            parts.append(
+                f"the test has more events than a timeline keeps: {self.trimmed:,} between the first"
+                " and the last 10,000 are left out (failures among them are kept)"
+            )
+        if self.untracked:
+            parts.append(
+                f"more than {self.untracked_limit:,} test ids: {self.untracked:,} envelopes of the later ones"
+                " are left out"
+            )
+        return "cvdiag: " + "; ".join(parts) if parts else None
 
 
 def _check(env: Any) -> str | None:
@@ -126,7 +196,46 @@ def parse_json_envelope(raw: bytes) -> tuple[int, Any]:
     except orjson.JSONDecodeError:
         return MALFORMED, "cut or not JSON"
     reason = _check(env)
-    return (MALFORMED, reason) if reason else (ENVELOPE, env)
+    if reason:
+        return MALFORMED, reason
+    coerce(env)
+    return ENVELOPE, env
+
+
+def coerce(env: dict[str, Any]) -> dict[str, Any]:
+    """``env`` with each optional field of the wrong type read as null (edge header
+    values too), the values it had kept under ``COERCED``; every reader relies on it."""
+    bad: dict[str, Any] | None = None
+    for name, ok, empty in _LOOSE:
+        value = env.get(name)
+        if not ok(value) and name in env:  # an absent field stays absent
+            bad = bad or {}
+            bad[name] = value
+            env[name] = empty
+    edges = env.get("edge_headers")
+    if edges and not all(map(_text, edges.values())):
+        for k, v in edges.items():
+            if not _text(v):
+                bad = bad or {}
+                bad[f"edge_headers.{k}"] = v
+                edges[k] = None
+    if bad:
+        env[COERCED] = bad
+    return env
+
+
+def restored(env: dict[str, Any]) -> dict[str, Any]:
+    """``env`` as it was written: the values ``coerce`` replaced put back (for ``validate``)."""
+    bad = env.get(COERCED)
+    if not bad:
+        return env
+    out = {k: v for k, v in env.items() if k != COERCED}
+    for name, value in bad.items():
+        if name.startswith("edge_headers."):
+            out["edge_headers"] = {**out["edge_headers"], name.removeprefix("edge_headers."): value}
+        else:
+            out[name] = value
+    return out
 
 
 def _breadcrumb(text: bytes) -> tuple[int, Any]:
@@ -235,6 +344,8 @@ def parse_span(buf: Any, ls: int, le: int, joins: rejoin.Joins | None = None) ->
 
 def _classify(line: bytes) -> tuple[int, Any]:
     """``parse_line`` of a line already unwrapped."""
+    if line.startswith(_BOM):
+        line = line[len(_BOM) :]
     start = 0
     while True:
         i = line.find(_MARKER, start)

@@ -19,9 +19,8 @@ fields are all it needs once a fixed middle and tail show the line is valid JSON
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import mmap
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -39,8 +38,8 @@ from cvdiag.contract.schema import (
     is_accounting,
 )
 from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, parse_ts
-from cvdiag.read import _parallel, rejoin
-from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, parse_span
+from cvdiag.read import rejoin
+from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, coerce, parse_span
 from cvdiag.read.sources import Source
 
 _PROGRESS_STEP = 8 << 20
@@ -81,12 +80,7 @@ _COUNT_SLICE = 8 << 20
 
 
 def windows(buf: Any, start: int = 0, end: int | None = None, size: int = WINDOW) -> Iterator[tuple[int, int]]:
-    """Line-aligned ``(start, end)`` slices of ``buf[start:end]``, each ending on a newline.
-
-    For an mmap, the pages of a finished slice are handed back (MADV_DONTNEED), so the
-    resident set stays near one slice however big the file: the pages stay in the page
-    cache, they only stop counting against this process.
-    """
+    """Line-aligned ``(start, end)`` slices of ``buf[start:end]``, each ending on a newline."""
     n = len(buf) if end is None else end
     a = start
     while a < n:
@@ -95,18 +89,7 @@ def windows(buf: Any, start: int = 0, end: int | None = None, size: int = WINDOW
             nl = buf.find(b"\n", b, n)
             b = n if nl < 0 else nl
         yield a, b
-        _release(buf, a, b)
         a = b
-
-
-def _release(buf: Any, a: int, b: int) -> None:
-    if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    lo = a - a % mmap.PAGESIZE
-    hi = b - b % mmap.PAGESIZE
-    if hi > lo:
-        with contextlib.suppress(OSError, ValueError):
-            buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
@@ -116,14 +99,9 @@ def lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
 
 
 def _physical_lines_with(buf: Any, needle: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) of the physical lines of ``buf`` that hold ``needle``, in order
-    (a big file is searched in two processes)."""
-
-    def search(start: int, end: int) -> Iterator[tuple[int, int]]:
-        for a, b in windows(buf, start, end):
-            yield from marked_lines(buf, (needle,), a, b)
-
-    return _parallel.search_halves(buf, search)
+    """(start, end) of the physical lines of ``buf`` that hold ``needle``, in order."""
+    for a, b in windows(buf):
+        yield from marked_lines(buf, (needle,), a, b)
 
 
 def logical_lines(buf: Any, spans: Iterable[tuple[int, int]], end: int | None = None) -> Iterator[tuple[int, int]]:
@@ -141,7 +119,7 @@ def logical_lines(buf: Any, spans: Iterable[tuple[int, int]], end: int | None = 
 
 
 class LineCounter:
-    """Line numbers of offsets in one buffer, counted incrementally (mmap has no count)."""
+    """Line numbers of offsets in one buffer, counted incrementally."""
 
     __slots__ = ("base", "buf", "line", "pos")
 
@@ -151,7 +129,7 @@ class LineCounter:
     def at(self, offset: int) -> int:
         if offset < self.pos:
             self.pos, self.line = 0, self.base
-        # In slices, so that counting deep into a big mmap never copies or maps it whole.
+        # In slices, so that counting deep into a block never copies it whole.
         for a, b in windows(self.buf, self.pos, offset, _COUNT_SLICE):
             self.line += self.buf[a:b].count(b"\n")
         self.pos = offset
@@ -223,6 +201,8 @@ def hits(
             tally.add(lambda c=counter, o=ls: f"{name}:{c.at(o)}", value)
             if not with_lines:
                 continue
+        elif kind == ENVELOPE:
+            tally.seen(value, lambda c=counter, o=ls: f"{name}:{c.at(o)}")
         if b"\n" in raw:  # a split line: its own records, without the other stream's
             raw = rejoin.join(raw)[3]
         yield Hit(kind, value, name, counter.at(ls) if with_lines else None, raw)
@@ -230,7 +210,7 @@ def hits(
         progress(len(buf) - done)
 
 
-_TAIL_BYTES = 1 << 16
+TAIL_BYTES = 1 << 16
 _TS_IN_LINE = re.compile(rb'\\?"ts\\?":\\?"(\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00))')
 
 
@@ -238,7 +218,7 @@ def tail_ts(buf: Any) -> float | None:
     """The latest envelope ``ts`` in the last 64 KiB of ``buf``: the end of a log,
     without reading it all (logs are written in time order, give or take a request)."""
     best = None
-    for m in _TS_IN_LINE.finditer(buf[max(0, len(buf) - _TAIL_BYTES) :]):
+    for m in _TS_IN_LINE.finditer(buf[max(0, len(buf) - TAIL_BYTES) :]):
         try:
             t = parse_ts(m.group(1).decode())
         except ValueError:
@@ -331,6 +311,9 @@ _TERMINAL_BITS = {
     b"backend.error.caught": _ERROR,
 }
 _MAX_SLUGS = 4
+#: Test ids folded, whatever the log: each costs about 1 KB, and a log of a million
+#: made-up ids (a few MB of gzip) cost 1.2 GB. Later ids are counted and left out.
+MAX_TESTS = int(os.environ.get("CVDIAG_MAX_TESTS", 100_000))
 _CV, _SV = MARKERS
 
 
@@ -424,6 +407,7 @@ class Folder:
         self.budget = budget
         self.only = only
         self.fold_aggs = fold_aggs
+        self.max_tests = MAX_TESTS
         self._head_only: dict[bytes, bool] = {}  # boundary -> may go to Evidence.add_head
         self.parsed = 0  # lines read by the general parser, not the canonical head
 
@@ -444,6 +428,14 @@ class Folder:
             else:
                 ev = self.evidence[tid] = self.evidence_cls(tid.decode("utf-8", "replace"))
         return ev
+
+    def _untracked(self, tid: bytes) -> bool:
+        """Whether ``tid`` comes after ``max_tests`` others: counted, then left out."""
+        if not self.fold_aggs or tid in self.aggs or len(self.aggs) < self.max_tests:
+            return False
+        self.tally.untracked += 1
+        self.tally.untracked_limit = self.max_tests
+        return True
 
     @property
     def latest(self) -> float | None:
@@ -521,6 +513,8 @@ class Folder:
             tid = fields[0]
             if (owns is not None and not owns(tid)) or (only is not None and tid not in only):
                 continue  # another worker's or another pass's test (which counts its malformed lines)
+            if self._untracked(tid):
+                continue
             ev = self._evidence_for(tid) if evidence is not None else None
             if ev is None and not fold_aggs:
                 continue
@@ -539,10 +533,12 @@ class Folder:
                 )
                 if not plain:
                     try:
-                        env = orjson.loads(buf[pos_json:le])
+                        env = coerce(orjson.loads(buf[pos_json:le]))
                     except orjson.JSONDecodeError:
                         self._malformed(counter, name, ms, "cut or not JSON", fold_aggs)
                         continue
+                    if fold_aggs:
+                        self.tally.seen(env, lambda c=counter, o=ms: f"{name}:{c.at(o)}")
             if fold_aggs:
                 try:
                     fold(tid, layer, boundary, slug, ts, outcome)
@@ -557,13 +553,15 @@ class Folder:
             self._gap(buf, gap, end, name, counter, count_malformed)
 
     def _gap(self, buf: Any, lo: int, hi: int, name: str, counter: LineCounter, count: bool) -> None:
+        """The marked lines of ``buf[lo:hi]``, each through the general parser.
+
+        Each marker's next position is kept until a line passes it: searching again
+        from every line would cost the rest of the gap per line (quadratic).
+        """
         find, rfind = buf.find, buf.rfind
-        pos = lo
-        while pos < hi:
-            hits = [p for p in (find(_CV, pos, hi), find(_SV, pos, hi)) if p >= 0]
-            if not hits:
-                return
-            p = min(hits)
+        cv, sv = find(_CV, lo, hi), find(_SV, lo, hi)
+        while cv >= 0 or sv >= 0:
+            p = sv if cv < 0 or (0 <= sv < cv) else cv
             ls = rfind(b"\n", lo, p) + 1  # lo is 0 or a newline, so this never falls before it
             le = find(b"\n", p)
             if le < 0:
@@ -571,7 +569,10 @@ class Folder:
             if le > hi:  # the line of the next canonical match: it is folded there
                 return
             self._line(buf, ls, le, name, counter, count)
-            pos = le + 1
+            if 0 <= cv <= le:
+                cv = find(_CV, le + 1, hi)
+            if 0 <= sv <= le:
+                sv = find(_SV, le + 1, hi)
 
     def _line(self, buf: Any, ls: int, le: int, name: str, counter: LineCounter, count: bool) -> None:
         self.parsed += 1
@@ -580,8 +581,12 @@ class Folder:
             self._malformed(counter, name, ls, env, count)
         if kind != ENVELOPE:
             return
+        if count:
+            self.tally.seen(env, lambda: f"{name}:{counter.at(ls)}")
         tid = env["test_id"].encode()
         if (self.owns is not None and not self.owns(tid)) or (self.only is not None and tid not in self.only):
+            return
+        if self._untracked(tid):
             return
         if self.fold_aggs:
             slug = env.get("slug")

@@ -1,15 +1,13 @@
-"""Find and open the inputs: files (mmap'd whole), gzip files, stdin, FIFOs, directories.
+"""Find and open the inputs: files, gzip files, stdin, FIFOs, directories.
 
-Every input comes out as buffers that end on a line boundary and never between the
-records of a split container line, whatever it is: a mapped file is one buffer, a
-stream is cut into blocks, with no line kept longer than ``parsing.MAX_LINE``.
+Every input comes out as blocks that end on a line boundary and never between the
+records of a split container line, whatever it is, with no line kept longer than
+``parsing.MAX_LINE``. Files are read, not mapped: a log may shrink under the reader.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import mmap
 import os
 import stat
 import sys
@@ -21,16 +19,17 @@ from cvdiag.read import rejoin
 from cvdiag.read.parsing import MAX_LINE, PLACEHOLDER_CUT, PLACEHOLDER_LONG, TOO_LONG
 
 _BLOCK = 16 << 20  # streamed sources (stdin, gzip) are read in blocks this big
+_FILE_BLOCK = 4 << 20  # files: small enough that a block and its copy cost little memory
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
 class Source:
-    """One input: a file (mmap'd when possible), a gzip file, a FIFO, or stdin.
+    """One input: a file, a gzip file, a FIFO, or stdin.
 
     ``stream`` inputs (stdin, a FIFO such as ``<(zcat log.gz)``) can be read once only.
     """
 
-    __slots__ = ("consumed", "identity", "name", "path", "stream")
+    __slots__ = ("consumed", "identity", "name", "path", "quiet", "stream")
 
     def __init__(self, name: str, path: str | None, *, stream: bool = False) -> None:
         self.name = name
@@ -38,6 +37,7 @@ class Source:
         self.stream = stream or path is None
         self.consumed = 0  # bytes read so far; ``--follow`` continues from here
         self.identity: tuple[int, int] | None = None  # (st_dev, st_ino) of what was read
+        self.quiet = False  # a worker that is not the first: another one says what happened to the file
 
     def __getstate__(self) -> tuple[Any, ...]:
         return tuple(getattr(self, k) for k in self.__slots__)
@@ -59,7 +59,7 @@ class Source:
     def blocks(self, read_size: int = _BLOCK) -> Iterator[Any]:
         """Buffers that each end on a line boundary (the last may lack its newline).
 
-        A stream is read ``read_size`` bytes at a time (a file is mapped whole).
+        Read ``read_size`` bytes at a time.
         """
         if self.path is None:
             stdin = sys.stdin.buffer
@@ -76,23 +76,53 @@ class Source:
                 with gzip.GzipFile(fileobj=fh) as gz:
                     yield from stream_blocks(gz, self.name, read_size)
                 return
-            try:
-                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            except (ValueError, OSError):  # empty file, pipe, or special file
-                for block in stream_blocks(fh, self.name, read_size):
-                    self.consumed += len(block)
-                    yield block
-                return
-            # ``--follow`` goes on from the last whole line: a line still being written
-            # (or a split container line still open) is read whole once it is done.
-            self.consumed = rejoin.held_back(mm, mm.rfind(b"\n") + 1)
-            try:
-                if hasattr(mm, "madvise"):
-                    mm.madvise(mmap.MADV_SEQUENTIAL)
-                yield mm
-            finally:
-                with contextlib.suppress(BufferError):  # a view is still held; the GC unmaps it
-                    mm.close()
+            yield from self._file_blocks(
+                fh, st.st_size if stat.S_ISREG(st.st_mode) else None, min(read_size, _FILE_BLOCK)
+            )
+
+    def _file_blocks(self, fh: BinaryIO, size: int | None, read_size: int) -> Iterator[bytes]:
+        """The blocks of a file as it was when opened (``size``; None: a FIFO, read to its end).
+
+        Read, not mapped: a mapped file that shrinks (logrotate's ``copytruncate``,
+        ``: > app.log``) kills the process with SIGBUS where it touches the lost pages;
+        a read just comes back short, and the command ends with what it had and a note.
+        What is appended meanwhile is left for ``--follow``, as a map would leave it.
+        """
+        lines = LineBlocks(self.name)
+        got = 0
+        while size is None or got < size:
+            chunk, error = _read_block(fh, read_size if size is None else min(read_size, size - got))
+            got += len(chunk)
+            for block in lines.feed(chunk):
+                self.consumed += len(block)  # ``--follow`` goes on from the last whole line
+                yield block
+            if error is not None:
+                print(f"cvdiag: {self.name}: read error after {got} bytes ({error})", file=sys.stderr)
+                break
+            if not chunk:
+                if size is not None:  # the rest is gone: so is the end of the line it cut
+                    lines.carry = b""
+                    if not self.quiet:
+                        print(
+                            f"cvdiag: {self.name} shrank while it was read (truncated or rotated): "
+                            f"read {got} of its {size} bytes",
+                            file=sys.stderr,
+                        )
+                break
+        yield from lines.end()
+
+    def tail(self, n: int) -> bytes:
+        """The last ``n`` bytes of a plain file (empty for streams and .gz): where a log ends."""
+        if self.path is None or self.stream:
+            return b""
+        try:
+            with open(self.path, "rb") as fh:
+                if is_gzip(fh):
+                    return b""
+                size = os.fstat(fh.fileno()).st_size
+                return os.pread(fh.fileno(), n, max(0, size - n))
+        except OSError:
+            return b""
 
 
 def is_gzip(fh: Any) -> bool:

@@ -7,6 +7,7 @@ Percentiles come from a log-bucketed histogram (about 1 % relative error, exact 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,6 +23,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "llm_latency_ms": ("backend.llm.call.response", "latency_ms"),
 }
 _BY_BOUNDARY = {b: (name, key) for name, (b, key) in METRICS.items()}
+
+#: Rows kept, whatever the log: a log of a million made-up boundary names would
+#: otherwise cost a row each (1.4 GB). The rest are counted in one row, and said so.
+MAX_ROWS = int(os.environ.get("CVDIAG_STATS_MAX_ROWS", 10_000))
+OTHER = "(others)"
 
 
 def _bucket(v: float) -> int:
@@ -66,14 +72,29 @@ class Histogram:
 class Stats:
     """Folds envelopes into counts per (slug, boundary) and histograms per (slug, metric)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_rows: int = MAX_ROWS) -> None:
         self.counts: dict[tuple[str, str], dict[str, int]] = {}
         self.latency: dict[tuple[str, str], Histogram] = {}
+        self.max_rows = max_rows
+        self.folded = 0  # envelopes counted under OTHER once the rows were all taken
+
+    def note(self) -> str | None:
+        """The stderr note when rows were folded, else None."""
+        if not self.folded:
+            return None
+        return (
+            f"cvdiag: more than {self.max_rows:,} slug and boundary pairs: "
+            f"{self.folded:,} envelopes of the others are counted under {OTHER!r}"
+        )
 
     def add(self, env: dict[str, Any]) -> None:
         slug, boundary, outcome = env.get("slug"), env["boundary"], env["outcome"]
         slug = slug if isinstance(slug, str) else ""
         row = self.counts.get((slug, boundary))
+        if row is None and len(self.counts) >= self.max_rows:
+            self.folded += 1
+            slug = boundary = OTHER
+            row = self.counts.get((slug, boundary))
         if row is None:
             row = self.counts[(slug, boundary)] = dict.fromkeys(("count", *OUTCOMES), 0)
         row["count"] += 1
@@ -84,6 +105,9 @@ class Stats:
             v = md.get(metric[1]) if isinstance(md, dict) else None
             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
                 h = self.latency.get((slug, metric[0]))
+                if h is None and len(self.latency) >= self.max_rows:
+                    slug = OTHER
+                    h = self.latency.get((slug, metric[0]))
                 if h is None:
                     h = self.latency[(slug, metric[0])] = Histogram()
                 h.add(v)

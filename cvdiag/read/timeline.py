@@ -11,6 +11,7 @@ from typing import Any
 
 from cvdiag.contract.timestamps import line_ts, ts_seconds
 from cvdiag.read import parsing, scan
+from cvdiag.read._kept import Kept
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, NOTHING, Tally
 from cvdiag.read.sources import Source
@@ -53,22 +54,26 @@ def timeline(sources: list[Source], prefix: str, *, with_logs: bool = False) -> 
     """
     tally = Tally()
     ends: list[float] = []
-    found: dict[str, list[Entry]] = {}
-    logs: list[Entry] = []
+    found: dict[str, Kept] = {}  # bounded: a test may have millions of lines
+    logs = Kept()
     for tid, entry in entries_for(sources, prefix, with_logs=with_logs, tally=tally, ends=ends):
         if entry.kind == "log":
-            logs.append(entry)
+            logs.add(entry)
         elif tid.startswith(prefix):
-            found.setdefault(tid, []).append(entry)
+            kept = found.get(tid)
+            if kept is None:
+                kept = found[tid] = Kept()
+            kept.add(entry)
         elif with_logs:  # another test's line that mentions this id: still a log line
-            logs.append(Entry(entry.key, "log", dumps(entry.data).decode(), entry.source))
+            logs.add(Entry(entry.key, "log", dumps(entry.data).decode(), entry.source))
     log_end = max(ends) if ends else None
     ids = sorted(found)
     if prefix in found:
         ids = [prefix]
     tl = Timeline(ids[0] if len(ids) == 1 else None, candidates=ids, tally=tally, log_end=log_end)
     if tl.test_id is not None:
-        entries = _unique(found[tl.test_id]) + logs
+        tally.trimmed = found[tl.test_id].dropped + logs.dropped
+        entries = _unique(found[tl.test_id].entries()) + logs.entries()
         entries.sort(key=lambda e: e.key)
         tl.entries = entries
     return tl
@@ -98,6 +103,7 @@ def entries_for(
                 kind, value = parsing.parse_line(raw)
                 seq += 1
                 if kind == ENVELOPE:
+                    tally.seen(value, lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}")
                     key = (ts_seconds(value["ts"]), mono_ns(value), seq)
                     yield value["test_id"], Entry(key, "envelope", value, src.name)
                 elif kind == BREADCRUMB:

@@ -27,10 +27,13 @@ from cvdiag.contract.schema import (
     lookup,
 )
 from cvdiag.contract.timestamps import parse_ts
+from cvdiag.read.parsing import restored
 
 _TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|\+00:00)$")
 _BOUNDARY_RE = re.compile(r"^(probe|backend|aimock|cvdiag)(\.[a-z][a-z0-9_]*)+$")
 _NULLABLE = {"parent_span_id", "duration_ms"}
+#: Spec section 2: an absent flag means false (earlier emitters never wrote them).
+_OPTIONAL = frozenset(("_metadata_dropped", "_truncated"))
 _TYPES: dict[str, tuple[type, ...]] = {
     "schema_version": (int,),
     "test_id": (str,),
@@ -64,8 +67,9 @@ def problems(env: Any) -> list[str]:
     """Every way ``env`` breaks schema v1; empty when it is valid."""
     if not isinstance(env, dict):
         return ["not a JSON object"]
+    env = restored(env)  # checked as written, not as the reader coerced it
     out: list[str] = []
-    missing = [f for f in ENVELOPE_FIELDS if f not in env]
+    missing = [f for f in ENVELOPE_FIELDS if f not in env and f not in _OPTIONAL]
     if missing:
         out.append(f"missing fields: {', '.join(missing)}")
     extra = sorted(k for k in env if k not in _TYPES)
