@@ -18,7 +18,7 @@ from cvdiag.contract.schema import EDGE_HEADERS, LAYERS
 from cvdiag.contract.timestamps import ts_seconds
 from cvdiag.read import correlate
 from cvdiag.read.jsonout import dumps
-from cvdiag.read.parsing import ENVELOPE, Tally
+from cvdiag.read.parsing import COERCED, ENVELOPE, Tally, restored
 from cvdiag.read.scan import read
 from cvdiag.read.sources import Source
 
@@ -93,8 +93,12 @@ def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> 
         offset = round(ts_s * 1000 - t0_ms, 3)
         rest["ts"] = env["ts"]
     tid = env["test_id"]
-    for key, value in env.items():
-        if key in _REBUILT:
+    written = restored(env)  # the page shows an envelope as logged, a field of the wrong type too
+    for key in env.get(COERCED, ()):
+        top = key.split(".", 1)[0]
+        rest[top] = written[top]
+    for key, value in written.items():
+        if key in _REBUILT or key in rest:
             continue
         if (
             (key == "trace_id" and value == tid)
