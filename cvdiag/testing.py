@@ -94,15 +94,19 @@ def capture(*, settings: config.Settings | None = None, **options: Any) -> Itera
 def reset() -> None:
     """Forget what cvdiag remembered in this process, so that a test counts from zero:
     ``cvdiag.stats()``, the once-per-process reports (unregistered boundary warnings,
-    ``cvdiag.metadata_dropped``), a pending strict-mode error, the LLM retry memory and
-    the heartbeat thread. The configuration, the sinks, registered boundaries and LLM
-    endpoints and httpx instrumentation stay (undo those with their own calls)."""
+    ``cvdiag.metadata_dropped``), a pending strict-mode error, the LLM retry memory, the
+    tool calls waiting for their results and the heartbeat thread. The configuration, the
+    sinks, registered boundaries and LLM endpoints and httpx instrumentation stay (undo
+    those with their own calls)."""
     # What can still write a line goes first (a heartbeat, a call the collector let go,
     # ending now): counted before the zeroing, never after it.
     scheduler.stop()
     llm_capture = sys.modules.get("cvdiag.write._llm_capture")
     if llm_capture is not None:  # not imported: no HTTP call was ever recognised
         llm_capture.memory.reset()
+    tool_wire = sys.modules.get("cvdiag.write._tool_wire")
+    if tool_wire is not None:
+        tool_wire.memory.reset()
     emitter.state.reset()
 
 

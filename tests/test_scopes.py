@@ -206,3 +206,51 @@ def test_concurrent_sync_calls_share_one_heartbeat_thread():
     assert len(beating) == 1  # started by the first call that wanted beats, shared by all eight
     beats = cap.of("backend.llm.call.heartbeat")
     assert {b["test_id"] for b in beats} == {f"pool-{i}" for i in range(8)}
+
+
+def test_agent_scope_error_keeps_the_scrubbed_message_cut_to_256():
+    secret = "sk-proj-" + "A1b2C3d4" * 6
+    long = f"Model behaviour: incomplete_details=max_output_tokens (key {secret}) " + "and more " * 80
+    with capture() as cap, cvdiag.request_context(), pytest.raises(RuntimeError), cvdiag.agent_scope("a"):
+        raise RuntimeError(long)
+    md = cap.one("backend.agent.exit")["metadata"]
+    assert md["error_class"] == "RuntimeError" and len(md["error_message"]) == 256
+    assert md["error_message"].startswith("Model behaviour: incomplete_details=max_output_tokens (key ")
+    assert secret not in md["error_message"] and "sk-proj-A1b2" not in md["error_message"]
+
+
+def test_agent_error_after_streaming_started_keeps_the_message_of_the_real_exception():
+    """The agent streams through Starlette's StreamingResponse; the failure comes mid-stream,
+    out of the response's task group (an exception group on Python 3.11)."""
+    from agents.exceptions import ModelBehaviorError
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    async def tokens():
+        async with cvdiag.agent_scope("writer"):
+            yield b"data: first\n\n"
+            raise ModelBehaviorError("Response incomplete: incomplete_details=max_output_tokens")
+
+    async def endpoint(request):
+        return StreamingResponse(tokens(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/chat", endpoint)])
+    with capture() as cap, cvdiag.request_context(), TestClient(app) as client, pytest.raises(Exception):  # noqa: B017
+        client.get("/chat")
+    md = cap.one("backend.agent.exit")["metadata"]
+    assert (md["terminal_outcome"], md["error_class"], md["error_message"]) == (
+        "error",
+        "ModelBehaviorError",
+        "Response incomplete: incomplete_details=max_output_tokens",
+    )
+
+
+def test_exception_group_names_its_first_leaf_and_ok_has_no_message():
+    with capture() as cap, cvdiag.request_context(), pytest.raises(ExceptionGroup), cvdiag.agent_scope("a"):
+        raise ExceptionGroup("unhandled errors in a TaskGroup", [ConnectionError("upstream reset"), KeyError("x")])
+    with capture() as ok, cvdiag.request_context(), cvdiag.agent_scope("a"):
+        pass
+    assert cap.one("backend.agent.exit")["metadata"]["error_message"] == "ConnectionError: upstream reset"
+    assert ok.one("backend.agent.exit")["metadata"]["error_message"] is None

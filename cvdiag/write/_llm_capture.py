@@ -36,6 +36,7 @@ from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, Tier
 from cvdiag.write._errors import CANCELLED
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write._llm_stream import AnswerReader
+from cvdiag.write._tool_wire import Watch, watch_request
 from cvdiag.write.context import RequestContext, bind, current_context, new_context, unbind
 from cvdiag.write.emitter import active_tier, count_internal_error, emit, is_enabled, note_internal_error
 from cvdiag.write.llm_routes import LLMRoute, recognise
@@ -166,6 +167,7 @@ class Exchange:
         "route",
         "scope",
         "start_ns",
+        "watch",
     )
 
     def __init__(self, route: LLMRoute, ctx: RequestContext, scope: LLMCall | None, attempt: int) -> None:
@@ -183,6 +185,8 @@ class Exchange:
         self._done = False
         self._error_bytes = 0
         self._lock = threading.Lock()
+        #: Tool calls and structured output of this request and its answer (``_tool_wire``).
+        self.watch: Watch | None = None
 
     # -- the start ---------------------------------------------------------------------
 
@@ -203,6 +207,7 @@ class Exchange:
                 "api": route.api,
                 "stream": route.stream,
                 "source": "http",
+                **(self.watch.start_fields() if self.watch is not None else {}),
             },
         )
         tier = active_tier(self.ctx.slug)
@@ -232,15 +237,21 @@ class Exchange:
                 # Built from bytes in memory (a mock transport, a cached answer): already
                 # read and decoded, so there is no stream to watch; read the content.
                 self.reader = AnswerReader(self.route.api, event_stream=event_stream)
+                self._observe()
                 self.feed(response.content)
                 self.ended()
                 return
             self.reader = AnswerReader(
                 self.route.api, event_stream=event_stream, encoding=headers.get("content-encoding")
             )
+            self._observe()
             response.stream = observed(response.stream, self)
         except Exception:
             note_internal_error()
+
+    def _observe(self) -> None:
+        if self.watch is not None and self.reader is not None and (self.http_status or 0) < 400:
+            self.reader.observer = self.watch.tools
 
     def feed(self, chunk: bytes) -> None:
         try:
@@ -317,10 +328,17 @@ class Exchange:
                 self.reader.flush()
             self._count_attempt(outcome)
             fields = self._fields(error_class)
-            if self.scope is not None and self.scope.enrich(fields, self.first_output_ns):
-                return
-            latency = fields["latency_ms"]
-            _emit_as(self.ctx, "backend.llm.call.response", fields, outcome=outcome, duration_ms=latency)
+            watch = self.watch
+            if watch is not None:
+                fields.update(
+                    watch.response_fields(outcome == "ok" and self.reader is not None and self.reader.readable)
+                )
+            if self.scope is None or not self.scope.enrich(fields, self.first_output_ns):
+                latency = fields["latency_ms"]
+                _emit_as(self.ctx, "backend.llm.call.response", fields, outcome=outcome, duration_ms=latency)
+            if watch is not None and outcome == "ok":
+                for metadata in watch.asked(time.monotonic_ns()):
+                    _emit_as(self.ctx, "backend.tool.call.start", metadata)
         except Exception:
             note_internal_error()
 
@@ -396,6 +414,9 @@ def begin(request: Any) -> Exchange | None:
         attempt, key = _attempt(request, ctx.test_id, url.path, content)
         exchange = Exchange(route, ctx, current_llm_call(), attempt)
         exchange._retry_key = key
+        exchange.watch = watch = watch_request(ctx.test_id, route.api, content)
+        for metadata, outcome, duration_ms in watch.results if watch is not None else ():
+            _emit_as(ctx, "backend.tool.call.response", metadata, outcome=outcome, duration_ms=duration_ms)
         exchange.start()
         return exchange
     except Exception:

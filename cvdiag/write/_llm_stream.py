@@ -211,6 +211,7 @@ class AnswerReader:
         "error_type",
         "event_stream",
         "finish_reason",
+        "observer",
         "output_chars",
         "prompt_tokens",
         "readable",
@@ -238,6 +239,8 @@ class AnswerReader:
         self.error_type: str | None = None
         self.terminal = False
         self.clipped_lines = 0
+        #: Shown every block of whole SSE lines and the parsed JSON body (tool calls, text).
+        self.observer: Any = None
 
     # -- input -------------------------------------------------------------------------
 
@@ -395,6 +398,8 @@ class AnswerReader:
             self._error_events(block)
         if d.object_calls is not None and d.object_calls in block:
             self._object_calls(block)
+        if self.observer is not None:
+            self.observer.block(block)
 
     def _usage(self, block: bytes) -> None:
         d = self._dialect
@@ -435,6 +440,8 @@ class AnswerReader:
         reader = _JSON_READERS.get(self.api)
         if reader is not None and self.error_type is None:
             reader(self, body)
+            if self.observer is not None:
+                self.observer.body(body)
 
 
 def _dumped_len(value: Any) -> int:

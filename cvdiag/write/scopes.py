@@ -15,11 +15,12 @@ import time
 from types import TracebackType
 from typing import Any
 
-from cvdiag.contract.schema import Tier
+from cvdiag.contract.schema import AGENT_ERROR_MESSAGE_MAX_CHARS, Tier
 from cvdiag.write._errors import CANCELLED
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write.context import bind, current_context, new_context, unbind
 from cvdiag.write.emitter import active_tier, elapsed_ms, emit, is_enabled
+from cvdiag.write.scrubber import scrub_clipped
 
 #: The ``LLMCall`` of the innermost open ``llm_call``: an HTTP exchange recognised as an
 #: LLM call inside it enriches it instead of writing a call of its own.
@@ -55,7 +56,7 @@ class agent_scope(_Scope):
     """``with agent_scope("planner", model_id="gpt-4o-mini"):`` (or ``async with``).
 
     backend.agent.enter on entry; backend.agent.exit with terminal_outcome ``ok``,
-    ``error`` (an exception escaped) or ``cancelled`` on exit.
+    ``error`` (an exception escaped: its class and scrubbed message) or ``cancelled`` on exit.
     """
 
     __slots__ = ("agent_name", "model_id")
@@ -87,6 +88,7 @@ class agent_scope(_Scope):
                     "terminal_outcome": terminal,
                     "total_duration_ms": elapsed,
                     "error_class": type(exc).__name__ if terminal == "error" else None,
+                    "error_message": _error_message(exc) if terminal == "error" else None,
                 },
                 outcome="ok" if terminal == "ok" else "err",
                 duration_ms=elapsed,
@@ -101,6 +103,23 @@ class agent_scope(_Scope):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+def _error_message(exc: BaseException | None) -> str | None:
+    """The exception's message, scrubbed, then cut. An exception group (anyio's task group,
+    Starlette streaming a response) says nothing itself: its first leaf speaks, by name."""
+    if exc is None:
+        return None
+    try:
+        leaf = exc
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]
+        text = str(leaf)
+        if leaf is not exc:
+            text = f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
+    except Exception:  # a __str__ that raises: the class says enough
+        return None
+    return scrub_clipped(text, AGENT_ERROR_MESSAGE_MAX_CHARS) if text else None
 
 
 class LLMCall:

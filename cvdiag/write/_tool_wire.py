@@ -1,0 +1,736 @@
+"""Tool calls seen in LLM traffic: the answer that asks for them, the request that answers.
+
+No framework hook is needed: the model's answer names every tool call it wants (Chat
+Completions ``tool_calls``, Responses ``function_call`` items, Anthropic ``tool_use``
+blocks, Gemini ``functionCall`` parts) and a later request of the same conversation
+carries each result (``role: tool`` messages, ``function_call_output`` items,
+``tool_result`` blocks, ``functionResponse`` parts). ``AnswerTools`` reads the first as
+the answer passes by; ``Memory.results`` reads the second from the request body, which
+the HTTP client has already serialised (nothing on the wire changes). The two are paired
+by call id (Gemini has none: by name, in order) and written as backend.tool.call.start
+(when the answer asked) and backend.tool.call.response (when the result came back).
+
+Request bodies grow with the conversation, so only what is new is read: per test, the
+byte offset where the last request's message array ended is remembered with the bytes
+just before it; a body that still has those bytes there is read from that offset on.
+A body is not read at all while no asked call waits for its result, and never beyond
+``NEW_BYTES_MAX`` bytes. Arguments and results are never kept: their sizes, a hash of
+the arguments, and the scrubbed start of a failed result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import OrderedDict, deque
+from typing import Any
+
+from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, TOOL_EXCERPT_MAX_CHARS, TOOL_NAMES_MAX
+from cvdiag.write._output_schema import ANSWER_CAP, Schema, requested
+from cvdiag.write._tool_failures import HEAD_CHARS, is_failure
+from cvdiag.write.emitter import note_internal_error
+from cvdiag.write.scrubber import scrub_clipped
+
+__all__ = ["NEW_BYTES_MAX", "AnswerTools", "Asked", "Memory", "Watch", "args_hash", "memory", "watch_request"]
+
+#: Argument text kept per asked call, for its hash (beyond: the hash of this much, and the length).
+ARGS_KEEP = 1 << 16
+#: Tool calls read from one answer; more are counted, not remembered.
+CALLS_PER_ANSWER = 256
+#: Asked calls waiting for their result, over all tests (the oldest is forgotten first).
+PENDING_MAX = 4096
+#: Tests whose conversations are remembered, and conversations per test.
+TESTS_MAX = 256
+CONVERSATIONS_PER_TEST = 8
+#: A request body is read for tool results only up to this many new bytes.
+NEW_BYTES_MAX = 4 << 20
+#: Elements of a message array and tool results read from one request, at most.
+ELEMENTS_MAX = 20_000
+RESULTS_MAX = 1024
+#: Bytes compared to recognise the same conversation again.
+_WINDOW = 64
+_NAME_MAX = LLM_TEXT_MAX_CHARS
+
+#: Per api: the body key of the growing array, and the answer markers worth a parse.
+_ARRAY_KEYS: dict[str, bytes] = {
+    "chat.completions": b"messages",
+    "messages": b"messages",
+    "responses": b"input",
+    "generate_content": b"contents",
+}
+_ARRAY_AT = {api: re.compile(rb'"' + key + rb'"\s*:\s*\[') for api, key in _ARRAY_KEYS.items()}
+_ANSWER_MARKERS: dict[str, tuple[bytes, ...]] = {
+    "chat.completions": (b'"tool_calls"', b'"function_call"'),
+    "responses": (b'"function_call"',),
+    "messages": (b'"tool_use"', b'"input_json_delta"'),
+    "generate_content": (b'"functionCall"',),
+}
+_SKIP = re.compile(r"[\s,]*")
+_DECODER = json.JSONDecoder()
+
+
+def _clip(value: Any, limit: int = _NAME_MAX) -> str | None:
+    return value[:limit] if isinstance(value, str) and value else None
+
+
+def _dumped(value: Any) -> str:
+    """JSON text of an argument or result object (compact; ``str`` kept as it is)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return ""
+
+
+def args_hash(text: str) -> str:
+    """8 hex digits of the normalised arguments (JSON with sorted keys), whatever their spacing."""
+    if len(text) <= ARGS_KEEP:
+        with contextlib.suppress(ValueError, TypeError, RecursionError):
+            text = json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    else:
+        text = f"{len(text)}:{text[:ARGS_KEEP]}"
+    return hashlib.blake2s(text.encode("utf-8", "replace"), digest_size=4).hexdigest()
+
+
+class Asked:
+    """One tool call an answer asked for: its id and name, and its arguments' size and hash."""
+
+    __slots__ = ("_args", "_kept", "args_chars", "call_id", "name")
+
+    def __init__(self, call_id: str | None, name: str | None) -> None:
+        self.call_id = call_id
+        self.name = name
+        self._args: list[str] = []
+        self._kept = 0
+        self.args_chars = 0
+
+    def add_args(self, piece: str, *, whole: bool = False) -> None:
+        if whole:
+            self._args, self._kept, self.args_chars = [], 0, 0
+        if not piece:
+            return
+        self.args_chars += len(piece)
+        if self._kept <= ARGS_KEEP:
+            self._args.append(piece)
+            self._kept += len(piece)
+
+    def args_text(self) -> str:
+        return "".join(self._args)
+
+    def start_line(self) -> dict[str, Any]:
+        text = self.args_text()
+        if self.args_chars > len(text):  # more than was kept: say so in the hash
+            text = f"{self.args_chars}:{text}"
+        return {
+            "tool_name": self.name,
+            "call_id": _clip(self.call_id),
+            "source": "wire",
+            "server": None,
+            "args_chars": self.args_chars,
+            "args_hash": args_hash(text),
+        }
+
+
+class AnswerTools:
+    """The tool calls one LLM answer asks for, read as its body passes by (``AnswerReader``'s
+    observer: ``block`` sees each block of whole SSE lines, ``body`` a parsed JSON body).
+    Also keeps the answer's text when ``text_cap`` > 0, for structured-output checks."""
+
+    __slots__ = ("_by_key", "_markers", "api", "calls", "dropped", "text", "text_cap", "text_size")
+
+    def __init__(self, api: str, text_cap: int = 0) -> None:
+        self.api = api
+        self._markers = _ANSWER_MARKERS.get(api, ())
+        self.calls: list[Asked] = []
+        self._by_key: dict[Any, Asked] = {}
+        self.dropped = 0
+        self.text_cap = text_cap
+        self.text: list[str] | None = [] if text_cap > 0 else None
+        self.text_size = 0
+
+    # -- what was asked --------------------------------------------------------------
+
+    def _call(self, key: Any, call_id: Any, name: Any) -> Asked | None:
+        key = _key(key)
+        found = self._by_key.get(key)
+        if found is not None:
+            if found.call_id is None and isinstance(call_id, str):
+                found.call_id = call_id
+            if found.name is None:
+                found.name = _clip(name)
+            return found
+        if len(self.calls) >= CALLS_PER_ANSWER:
+            self.dropped += 1
+            return None
+        found = Asked(call_id if isinstance(call_id, str) else None, _clip(name))
+        self.calls.append(found)
+        self._by_key[key] = found
+        return found
+
+    def _text(self, piece: Any) -> None:
+        text = self.text
+        if text is None or not isinstance(piece, str) or not piece:
+            return
+        self.text_size += len(piece)
+        if self.text_size > self.text_cap:
+            self.text = None  # too long to check: unknown
+        else:
+            text.append(piece)
+
+    @property
+    def answer_text(self) -> str | None:
+        return "".join(self.text) if self.text is not None else None
+
+    def names(self) -> list[str]:
+        return [c.name or "" for c in self.calls[:TOOL_NAMES_MAX]]
+
+    # -- event streams -----------------------------------------------------------------
+
+    def block(self, block: bytes) -> None:
+        """Read a block of whole SSE lines (only lines that can matter are parsed)."""
+        markers = self._markers
+        wanted = [m for m in markers if m in block]
+        if not wanted and self.text is None:
+            return
+        read = _STREAM_READERS.get(self.api)
+        if read is None:
+            return
+        for line in block.split(b"\n"):
+            if not line.startswith(b"data:"):
+                continue
+            if self.text is None and not any(m in line for m in wanted):
+                continue
+            try:
+                event = json.loads(line[5:])
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                read(self, event)
+
+    # -- JSON bodies ---------------------------------------------------------------------
+
+    def body(self, body: Any) -> None:
+        read = _BODY_READERS.get(self.api)
+        if read is not None:
+            for item in body if isinstance(body, list) else [body]:
+                if isinstance(item, dict):
+                    read(self, item)
+
+
+def _key(value: Any) -> Any:
+    """A call's key in an answer: its index or id as sent, or its repr when that is unhashable."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)[:256]
+    return value
+
+
+def _dicts(value: Any) -> list[dict]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _d(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _chat_event(t: AnswerTools, event: dict) -> None:
+    for choice in _dicts(event.get("choices")):
+        delta = _d(choice.get("delta"))
+        t._text(delta.get("content"))
+        index = choice.get("index", 0)
+        for call in _dicts(delta.get("tool_calls")):
+            function = _d(call.get("function"))
+            asked = t._call((index, call.get("index", 0)), call.get("id"), function.get("name"))
+            if asked is not None:
+                piece = function.get("arguments")
+                asked.add_args(piece if isinstance(piece, str) else "")
+        legacy = _d(delta.get("function_call"))
+        if legacy:
+            asked = t._call((index, "function_call"), None, legacy.get("name"))
+            if asked is not None and isinstance(legacy.get("arguments"), str):
+                asked.add_args(legacy["arguments"])
+
+
+def _chat_body(t: AnswerTools, body: dict) -> None:
+    for choice in _dicts(body.get("choices")):
+        message = _d(choice.get("message"))
+        t._text(message.get("content"))
+        for n, call in enumerate(_dicts(message.get("tool_calls"))):
+            function = _d(call.get("function"))
+            asked = t._call((choice.get("index", 0), n), call.get("id"), function.get("name"))
+            if asked is not None:
+                asked.add_args(_dumped(function.get("arguments") or ""))
+        legacy = _d(message.get("function_call"))
+        if legacy:
+            asked = t._call((choice.get("index", 0), "function_call"), None, legacy.get("name"))
+            if asked is not None:
+                asked.add_args(_dumped(legacy.get("arguments") or ""))
+
+
+def _responses_item(t: AnswerTools, item: dict, *, whole: bool) -> None:
+    kind = item.get("type")
+    if kind == "function_call" or kind == "custom_tool_call":
+        key = item.get("call_id") or item.get("id")
+        asked = t._call(key, item.get("call_id"), item.get("name"))
+        if asked is not None:
+            args = item.get("arguments") if kind == "function_call" else item.get("input")
+            if whole or args:
+                asked.add_args(_dumped(args or ""), whole=True)
+    elif whole and kind == "message":
+        for part in _dicts(item.get("content")):
+            t._text(part.get("text"))
+
+
+def _responses_event(t: AnswerTools, event: dict) -> None:
+    kind = event.get("type")
+    if kind == "response.output_item.added":
+        _responses_item(t, _d(event.get("item")), whole=False)
+    elif kind == "response.output_item.done":
+        item = _d(event.get("item"))
+        if item.get("type") != "message":  # message text comes from the deltas
+            _responses_item(t, item, whole=True)
+    elif kind == "response.output_text.delta":
+        t._text(event.get("delta"))
+    elif kind in ("response.completed", "response.incomplete"):
+        for item in _dicts(_d(event.get("response")).get("output")):
+            if item.get("type") != "message" and _key(item.get("call_id") or item.get("id")) not in t._by_key:
+                _responses_item(t, item, whole=True)
+
+
+def _responses_body(t: AnswerTools, body: dict) -> None:
+    for item in _dicts(body.get("output")):
+        _responses_item(t, item, whole=True)
+
+
+def _messages_event(t: AnswerTools, event: dict) -> None:
+    kind = event.get("type")
+    if kind == "content_block_start":
+        block = _d(event.get("content_block"))
+        if block.get("type") in ("tool_use", "server_tool_use"):
+            asked = t._call(event.get("index"), block.get("id"), block.get("name"))
+            if asked is not None and block.get("input"):
+                asked.add_args(_dumped(block["input"]), whole=True)
+    elif kind == "content_block_delta":
+        delta = _d(event.get("delta"))
+        if delta.get("type") == "input_json_delta":
+            asked = t._by_key.get(_key(event.get("index")))
+            if asked is not None and isinstance(delta.get("partial_json"), str):
+                asked.add_args(delta["partial_json"])
+        elif delta.get("type") == "text_delta":
+            t._text(delta.get("text"))
+
+
+def _messages_body(t: AnswerTools, body: dict) -> None:
+    for n, block in enumerate(_dicts(body.get("content"))):
+        if block.get("type") in ("tool_use", "server_tool_use"):
+            asked = t._call(n, block.get("id"), block.get("name"))
+            if asked is not None:
+                asked.add_args(_dumped(block.get("input") or {}), whole=True)
+        elif block.get("type") == "text":
+            t._text(block.get("text"))
+
+
+def _gemini_event(t: AnswerTools, event: dict) -> None:
+    for candidate in _dicts(event.get("candidates")):
+        for part in _dicts(_d(candidate.get("content")).get("parts")):
+            call = part.get("functionCall")
+            if isinstance(call, dict):
+                asked = t._call(("gemini", len(t.calls) + t.dropped), call.get("id"), call.get("name"))
+                if asked is not None:
+                    asked.add_args(_dumped(call.get("args") or {}), whole=True)
+            elif not part.get("thought"):
+                t._text(part.get("text"))
+
+
+_STREAM_READERS = {
+    "chat.completions": _chat_event,
+    "responses": _responses_event,
+    "messages": _messages_event,
+    "generate_content": _gemini_event,
+}
+_BODY_READERS = {
+    "chat.completions": _chat_body,
+    "responses": _responses_body,
+    "messages": _messages_body,
+    "generate_content": _gemini_event,  # a JSON body holds the same objects as the events
+}
+
+
+# -- results in request bodies ---------------------------------------------------------
+
+
+class _Result:
+    """A tool result found in a request: whose it is, how big, and whether it failed."""
+
+    __slots__ = ("call_id", "error_kind", "excerpt", "name", "result_chars")
+
+    def __init__(self, call_id: Any, name: Any, content: Any, *, is_error: bool = False) -> None:
+        self.call_id = call_id if isinstance(call_id, str) and call_id else None
+        self.name = _clip(name)
+        text = _content_text(content)
+        self.result_chars = len(text)
+        self.error_kind: str | None = None
+        self.excerpt: str | None = None
+        failure = is_failure(text)
+        if is_error:
+            self.error_kind = "protocol"
+        elif failure is not None:
+            self.error_kind = failure.kind
+        if self.error_kind is not None:
+            self.excerpt = text[:HEAD_CHARS].strip()
+
+    def failed_as(self, kind: str, excerpt: Any) -> None:
+        self.error_kind = kind
+        self.excerpt = _dumped(excerpt)[:HEAD_CHARS].strip()
+
+
+def _content_text(content: Any) -> str:
+    """The text of a result: a string, text parts joined, or the JSON of anything else."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [p.get("text") for p in _dicts(content) if isinstance(p.get("text"), str)]
+        if texts:
+            return "\n".join(texts)
+    if content is None:
+        return ""
+    return _dumped(content)
+
+
+def _chat_results(element: dict, out: list[_Result]) -> None:
+    role = element.get("role")
+    if role == "tool":
+        out.append(_Result(element.get("tool_call_id"), element.get("name"), element.get("content")))
+    elif role == "function":
+        out.append(_Result(None, element.get("name"), element.get("content")))
+
+
+def _responses_results(element: dict, out: list[_Result]) -> None:
+    if element.get("type") in ("function_call_output", "custom_tool_call_output"):
+        out.append(_Result(element.get("call_id"), None, element.get("output")))
+
+
+def _messages_results(element: dict, out: list[_Result]) -> None:
+    for block in _dicts(element.get("content")):
+        if block.get("type") == "tool_result":
+            out.append(
+                _Result(block.get("tool_use_id"), None, block.get("content"), is_error=block.get("is_error") is True)
+            )
+
+
+def _gemini_results(element: dict, out: list[_Result]) -> None:
+    for part in _dicts(element.get("parts")):
+        response = part.get("functionResponse")
+        if not isinstance(response, dict):
+            continue
+        body = _d(response.get("response"))
+        result = _Result(response.get("id"), response.get("name"), body)
+        if body.get("error") is not None and result.error_kind is None:
+            result.failed_as("reported", body["error"])  # google-genai: "error" holds a failure
+        out.append(result)
+
+
+def _turn_boundary(api: str, element: dict) -> bool:
+    """An element that starts a new turn: results before it belong to earlier turns."""
+    if api == "responses":
+        return element.get("type", "message") == "message"
+    if api == "generate_content":
+        return element.get("role") == "model"
+    return element.get("role") == "assistant"
+
+
+_RESULT_READERS = {
+    "chat.completions": _chat_results,
+    "responses": _responses_results,
+    "messages": _messages_results,
+    "generate_content": _gemini_results,
+}
+
+
+class _Pending:
+    __slots__ = ("asked_ns", "call_id", "name")
+
+    def __init__(self, call_id: str | None, name: str | None, asked_ns: int) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.asked_ns = asked_ns
+
+
+class _Conversation:
+    """One conversation of a test, known by the first bytes of its message array: the
+    structured output it asks for, and where its array ended in the last body read (with
+    the bytes before that end), to read the next body from there."""
+
+    __slots__ = ("end", "head", "schema", "start", "tail")
+
+    def __init__(self, body: bytes, start: int, schema: Schema | None) -> None:
+        self.start = start
+        self.head = body[start : start + _WINDOW]
+        self.schema = schema
+        self.end: int | None = None
+        self.tail = b""
+
+    def is_in(self, body: bytes, start: int) -> bool:
+        return start == self.start and body.startswith(self.head, start)
+
+    def read_up_to(self, body: bytes, end: int) -> None:
+        self.end = end
+        self.tail = body[max(self.start, end - _WINDOW) : end]
+
+    def continues_in(self, body: bytes) -> bool:
+        """Does ``body`` hold what the last one held, up to where its array ended?"""
+        end = self.end
+        return end is not None and len(body) > end and body[end - len(self.tail) : end] == self.tail
+
+
+class Watch:
+    """What one LLM request brings: the tool results it carries, the structured output it
+    asks for, and the reader of the tool calls its answer will ask for."""
+
+    __slots__ = ("results", "schema", "test_id", "tools")
+
+    def __init__(self, test_id: str, api: str, schema: Schema | None) -> None:
+        self.test_id = test_id
+        self.schema = schema
+        self.tools = AnswerTools(api, ANSWER_CAP if schema is not None else 0)
+        #: (metadata, outcome, duration_ms) of the backend.tool.call.response lines to write.
+        self.results: list[tuple[dict[str, Any], str, int]] = []
+
+    def start_fields(self) -> dict[str, Any]:
+        return {"output_schema": self.schema is not None}
+
+    def response_fields(self, readable: bool) -> dict[str, Any]:
+        """tool_calls, tool_names and output_valid of the answer (null when it was unreadable)."""
+        tools = self.tools
+        if not readable:
+            return {"tool_calls": None, "tool_names": None, "output_valid": None}
+        count = len(tools.calls) + tools.dropped
+        valid = None
+        if self.schema is not None:
+            args = {c.name: c.args_text() for c in tools.calls if c.name == self.schema.tool}
+            valid = self.schema.check(tools.answer_text, args)
+        return {"tool_calls": count, "tool_names": tools.names() if count else None, "output_valid": valid}
+
+    def asked(self, now_ns: int) -> list[dict[str, Any]]:
+        """The backend.tool.call.start lines of a complete answer; its calls wait for results."""
+        calls = self.tools.calls
+        if not calls:
+            return []
+        memory.asked(self.test_id, calls, now_ns)
+        return [call.start_line() for call in calls]
+
+
+class Memory:
+    """Asked calls waiting for their results and each test's conversations, bounded, in
+    one place so that ``reset()`` forgets them for the next test."""
+
+    __slots__ = (
+        "by_name",
+        "conversations",
+        "lock",
+        "pending",
+        "skipped_bodies",
+        "skipped_bytes",
+        "unpaired",
+        "waiting",
+    )
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        #: (test id, call id) -> the asked call, oldest first.
+        self.pending: OrderedDict[tuple[str, str], _Pending] = OrderedDict()
+        #: (test id, tool name) -> asked calls without an id (Gemini), oldest first.
+        self.by_name: OrderedDict[tuple[str, str], deque[_Pending]] = OrderedDict()
+        #: test id -> how many asked calls wait for a result.
+        self.waiting: dict[str, int] = {}
+        #: test id -> its conversations, most recent last.
+        self.conversations: OrderedDict[str, list[_Conversation]] = OrderedDict()
+        #: Request bodies not read (too big, malformed), bytes not read again, results of no known call.
+        self.skipped_bodies = 0
+        self.skipped_bytes = 0
+        self.unpaired = 0
+
+    def reset(self) -> None:
+        with self.lock:
+            self.pending.clear()
+            self.by_name.clear()
+            self.waiting.clear()
+            self.conversations.clear()
+            self.skipped_bodies = self.skipped_bytes = self.unpaired = 0
+
+    # -- the answer asked --------------------------------------------------------------
+
+    def asked(self, test_id: str, calls: list[Asked], now_ns: int) -> None:
+        """Remember calls an answer asked for, to pair with their results later."""
+        with self.lock:
+            for call in calls:
+                pending = _Pending(call.call_id, call.name, now_ns)
+                if call.call_id is not None:
+                    key = (test_id, call.call_id)
+                    if key not in self.pending:
+                        self._wait(test_id, 1)
+                    self.pending[key] = pending
+                    self.pending.move_to_end(key)
+                elif call.name is not None:
+                    queue = self.by_name.setdefault((test_id, call.name), deque())
+                    queue.append(pending)
+                    self._wait(test_id, 1)
+            self._bound()
+
+    def _wait(self, test_id: str, delta: int) -> None:
+        left = self.waiting.get(test_id, 0) + delta
+        if left > 0:
+            self.waiting[test_id] = left
+        else:
+            self.waiting.pop(test_id, None)
+
+    def _bound(self) -> None:
+        while len(self.pending) > PENDING_MAX:
+            (test_id, _), _ = self.pending.popitem(last=False)
+            self._wait(test_id, -1)
+        while len(self.by_name) > PENDING_MAX:
+            (test_id, _), queue = self.by_name.popitem(last=False)
+            self._wait(test_id, -len(queue))
+
+    def _take(self, test_id: str, result: _Result) -> _Pending | None:
+        if result.call_id is not None:
+            found = self.pending.pop((test_id, result.call_id), None)
+            if found is not None:
+                self._wait(test_id, -1)
+                return found
+        if result.name is not None:
+            queue = self.by_name.get((test_id, result.name))
+            if queue:
+                self._wait(test_id, -1)
+                found = queue.popleft()
+                if not queue:
+                    del self.by_name[(test_id, result.name)]
+                return found
+        return None
+
+    # -- a request -----------------------------------------------------------------------
+
+    def request(self, test_id: str, api: str, body: bytes | None) -> Watch | None:
+        """The ``Watch`` of an LLM request: its tool results paired with the calls that
+        asked for them, its structured output. None for an api without tools. Never raises."""
+        if api not in _ARRAY_KEYS:
+            return None
+        at = _ARRAY_AT[api].search(body) if body else None
+        if body is None or at is None:
+            return Watch(test_id, api, requested(body))
+        start = at.end() - 1  # the "["
+        with self.lock:
+            known = self.conversations.get(test_id) or []
+            conversation = next((c for c in reversed(known) if c.is_in(body, start)), None)
+        if conversation is None:
+            conversation = _Conversation(body, start, requested(body))
+            self._remember(test_id, conversation)
+        watch = Watch(test_id, api, conversation.schema)
+        if self.waiting.get(test_id):
+            watch.results = self._results(test_id, api, body, conversation)
+        return watch
+
+    def _results(
+        self, test_id: str, api: str, body: bytes, conversation: _Conversation
+    ) -> list[tuple[dict[str, Any], str, int]]:
+        reader = _RESULT_READERS[api]
+        results: list[_Result] = []
+        for element in self._new_elements(api, body, conversation):
+            if len(results) >= RESULTS_MAX:
+                break
+            if isinstance(element, dict):
+                reader(element, results)
+        now = time.monotonic_ns()
+        lines = []
+        with self.lock:
+            for result in results:
+                pending = self._take(test_id, result)
+                if pending is None:
+                    self.unpaired += 1
+                    continue
+                lines.append(result_line(pending, result, now))
+        return lines
+
+    def _new_elements(self, api: str, body: bytes, conversation: _Conversation) -> list[Any]:
+        """The array elements of ``body`` after the last turn boundary, read from where the
+        conversation's last body ended when it still holds the same bytes. Bounded."""
+        fresh = not conversation.continues_in(body)
+        offset = conversation.start if fresh else conversation.end
+        assert offset is not None
+        if len(body) - offset > NEW_BYTES_MAX:
+            self.skipped_bodies += 1
+            self.skipped_bytes += len(body) - offset
+            return []
+        self.skipped_bytes += offset - conversation.start  # read before: not read again
+        try:
+            text = body[offset:].decode("utf-8")
+            elements, end = _elements(text, fresh=fresh)
+        except (ValueError, RecursionError, IndexError):
+            self.skipped_bodies += 1
+            return []
+        if end is not None:
+            conversation.read_up_to(body, len(body) - len(text[end:].encode("utf-8")))
+        if not fresh:
+            return elements
+        boundaries = [i for i, e in enumerate(elements) if isinstance(e, dict) and _turn_boundary(api, e)]
+        return elements[boundaries[-1] + 1 :] if boundaries else elements
+
+    def _remember(self, test_id: str, conversation: _Conversation) -> None:
+        with self.lock:
+            known = self.conversations.setdefault(test_id, [])
+            known.append(conversation)
+            del known[:-CONVERSATIONS_PER_TEST]
+            self.conversations.move_to_end(test_id)
+            while len(self.conversations) > TESTS_MAX:
+                self.conversations.popitem(last=False)
+
+
+def _elements(text: str, *, fresh: bool) -> tuple[list[Any], int | None]:
+    """The JSON values of an array in ``text`` (from its ``[``, or from just after an
+    element already read), and the index of its ``]`` (None when cut short)."""
+    decode, skip = _DECODER.raw_decode, _SKIP.match
+    i = 1 if fresh else 0
+    elements: list[Any] = []
+    n = len(text)
+    while len(elements) < ELEMENTS_MAX:
+        i = skip(text, i).end()  # type: ignore[union-attr]
+        if i >= n:
+            return elements, None
+        if text[i] == "]":
+            return elements, i
+        value, i = decode(text, i)
+        elements.append(value)
+    return elements, None
+
+
+def result_line(pending: _Pending, result: _Result, now_ns: int) -> tuple[dict[str, Any], str, int]:
+    """The backend.tool.call.response line of an asked call and its result."""
+    failed = result.error_kind is not None
+    metadata = {
+        "tool_name": pending.name or result.name,
+        "call_id": _clip(pending.call_id or result.call_id),
+        "source": "wire",
+        "server": None,
+        "result_chars": result.result_chars,
+        "error_kind": result.error_kind,
+        "error_excerpt": scrub_clipped(result.excerpt, TOOL_EXCERPT_MAX_CHARS) if failed and result.excerpt else None,
+    }
+    return metadata, "err" if failed else "ok", max(0, (now_ns - pending.asked_ns) // 1_000_000)
+
+
+memory = Memory()
+
+
+def watch_request(test_id: str, api: str, body: bytes | None) -> Watch | None:
+    """``memory.request``, with a failure of cvdiag's own counted, never raised (but in strict mode)."""
+    try:
+        return memory.request(test_id, api, body)
+    except Exception:
+        note_internal_error()
+        return None
