@@ -261,6 +261,92 @@ def harness_saw_tokens(t: float) -> list[Event]:
     ]
 
 
+# Agent-level events: tool calls, answers with a finish reason, a framework's exception.
+
+
+def tool_call(
+    t: float,
+    name: str,
+    source: str = "wire",
+    ms: int = 40,
+    outcome: str = "ok",
+    kind: str | None = None,
+    excerpt: str | None = None,
+    server: str | None = None,
+    args_hash: str = "5f1c9a02",
+    answered: bool = True,
+) -> list[Event]:
+    """A tool call's start and (when ``answered``) its response ``ms`` later."""
+    call = {"tool_name": name, "call_id": f"call_{int(t * 1000)}", "source": source, "server": server}
+    start = Event(t, "backend.tool.call.start", call | {"args_chars": 24, "args_hash": args_hash})
+    if not answered:
+        return [start]
+    result = {"result_chars": 0 if excerpt else 180, "error_kind": kind, "error_excerpt": excerpt}
+    return [start, Event(t + ms / 1000, "backend.tool.call.response", call | result, outcome, ms)]
+
+
+def output_tool_failed(t: float) -> list[Event]:
+    """pydantic-ai's output tool, its arguments failing the schema (a retry prompt)."""
+    return tool_call(
+        t, "final_result", kind="reported", outcome="err", excerpt="1 validation error: city Field required"
+    )
+
+
+def answer(
+    t: float,
+    latency: float = 0.8,
+    finish: str = "stop",
+    tools: tuple[str, ...] = (),
+    valid: bool | None = None,
+    model: str = "gpt-4o-mini",
+    provider: str = "openai",
+    schema: bool = False,
+) -> list[Event]:
+    """An LLM call that answered ok: text, or the tools it asks for."""
+    start = llm_start(t)
+    start.metadata.update(provider=provider, model=model, output_schema=schema or None)
+    metadata = {
+        "provider": provider,
+        "model": model,
+        "latency_ms": int(latency * 1000),
+        "completion_tokens": 64,
+        "finish_reason": finish,
+        "output_chars": 240,
+        "tool_calls": len(tools),
+        "tool_names": list(tools) or None,
+        "output_valid": valid,
+    }
+    return [start, Event(t + latency, "backend.llm.call.response", metadata, duration_ms=int(latency * 1000))]
+
+
+def llm_refused(t: float, status: int, error_type: str | None, error_class: str, model: str = "gpt-4o-mini",
+                provider: str = "openai") -> list[Event]:  # fmt: skip
+    """An LLM call the provider answered with an HTTP error."""
+    failed = llm_failed(t + 0.2, 200, error_class, model, provider)
+    failed.metadata.update(http_status=status, error_type=error_type, source="http", attempt=0)
+    return [llm_start(t, model=model, provider=provider), failed]
+
+
+def agent_failed(t: float, error_class: str, message: str | None, total_ms: int = 900) -> Event:
+    metadata = {"terminal_outcome": "error", "total_duration_ms": total_ms, "error_class": error_class,
+                "error_message": message}  # fmt: skip
+    return Event(t, "backend.agent.exit", metadata)
+
+
+def json_ok(t: float, total_ms: int = 900) -> list[Event]:
+    """The agent exits ok and the endpoint answers 200 with a JSON body."""
+    return [agent_exit(t, "ok", total_ms), complete(t + 0.01, 200, 310, total_ms + 10)]
+
+
+def failed_500(t: float, exc: str, message: str) -> list[Event]:
+    """The endpoint turned an exception into a 500."""
+    return [
+        first_byte(t, int(t * 1000)),
+        complete(t + 0.01, 500, 21, int(t * 1000)),
+        error_caught(t + 0.02, exc, message, int(t * 1000)),
+    ]
+
+
 HAND_PLAN: tuple[Hand, ...] = (
     # probe-runner-crash: the harness broke, whatever the backend did.
     Hand("runner-target-closed", "probe-runner-crash", (
@@ -563,6 +649,219 @@ HAND_PLAN: tuple[Hand, ...] = (
         first_token(2.9),
         probe_exit(4.0, "ok", 1500, failure_classifier="zoom-room-bloom"),
     )),
+    # -- agent-level causes (issue 15): tools, loops, answers that stopped short -------------
+    # tool-error: raised, handed back to the model, an MCP error, a server that never answered.
+    Hand("tool-error-handed-back-to-the-model", "tool-error", (
+        ingress(0.0), agent_enter(0.01),
+        answer(0.02, tools=("get_weather",)),
+        tool_call(0.83, "get_weather", kind="reported", outcome="err",
+                  excerpt="Error: ValueError('unknown city: Atlantis')\n Please fix your mistakes."),
+        answer(0.9), stream_ok(1.8),
+    )),
+    Hand("tool-error-mcp-is-error-passing-test", "tool-error", (
+        probe_start(), ingress(1.1), agent_enter(1.11),
+        answer(1.12, tools=("forecast",)),
+        tool_call(1.93, "forecast", "mcp", 30, "err", "protocol", "Unknown city: Atlantis", "weather"),
+        answer(2.0), stream_ok(2.9), harness_saw_tokens(3.2),
+    )),
+    Hand("tool-error-mcp-unreachable-then-500", "tool-error", (
+        ingress(0.0), agent_enter(0.01), answer(0.02, tools=("search_docs",)),
+        tool_call(0.83, "search_docs", "mcp", 5, "err", "transport", "ConnectError: All connection attempts failed",
+                  "127.0.0.1:8931"),
+        agent_failed(0.9, "ExceptionGroup", "unhandled errors in a TaskGroup (1 sub-exception)"),
+        failed_500(0.91, "ExceptionGroup", "unhandled errors in a TaskGroup (1 sub-exception)"),
+    )),
+    Hand("tool-error-mcp-never-answered", "tool-error", (
+        ingress(0.0), agent_enter(0.01), answer(0.02, tools=("search_docs",)),
+        tool_call(0.83, "search_docs", "mcp", server="docs", answered=False),
+    ), log_end=26.0),
+    Hand("tool-raised-in-app-scope", "tool-error", (
+        ingress(0.0), tool_call(0.1, "charge_card", "scope", 12, "err", "raised", "CardDeclined: insufficient funds"),
+        json_ok(0.2),
+    )),
+    Hand("tool-cancelled-with-the-client-is-client-disconnect", "client-disconnect", (
+        ingress(0.0), first_byte(0.1, 100), tool_call(0.2, "search_docs", "mcp", 800, "timeout", server="docs"),
+        sse_aborted(1.0, "rst", 90, 1000),
+    )),
+    Hand("tool-calls-that-worked-are-ok", "ok", (
+        ingress(0.0), agent_enter(0.01), answer(0.02, tools=("get_weather", "get_time")),
+        tool_call(0.83, "get_weather"), tool_call(0.84, "get_time", "mcp", server="clock"),
+        answer(0.9), stream_ok(1.8),
+    )),
+    Hand("output-tool-retried-then-valid-is-ok", "ok", (
+        ingress(0.0), agent_enter(0.01),
+        answer(0.02, tools=("final_result",), schema=True),
+        output_tool_failed(0.83),
+        answer(0.9, tools=("final_result",), valid=True, schema=True), json_ok(1.8),
+    )),
+    # tool-slow: a tool call at the slow threshold.
+    Hand("tool-slow-wire", "tool-slow", (
+        ingress(0.0), agent_enter(0.01), answer(0.02, tools=("crawl_site",)),
+        tool_call(0.83, "crawl_site", ms=8000), answer(8.9), stream_ok(9.8),
+    ), thresholds={"slow_s": 3.0}),
+    Hand("tool-slow-mcp-default-threshold", "tool-slow", (
+        ingress(0.0), answer(0.02, tools=("render_pdf",)),
+        tool_call(0.83, "render_pdf", "mcp", 41000, server="office"), answer(41.9), json_ok(42.8),
+    )),
+    Hand("tool-just-under-the-threshold-is-ok", "ok", (
+        ingress(0.0), answer(0.02, tools=("crawl_site",)), tool_call(0.83, "crawl_site", ms=2900),
+        answer(3.8), stream_ok(4.7),
+    ), thresholds={"slow_s": 3.0}),
+    # output-truncated: the final answer stopped on the token limit, in each provider's words.
+    Hand("output-truncated-openai-length", "output-truncated", (
+        ingress(0.0), agent_enter(0.01), answer(0.02, finish="length"), stream_ok(0.9),
+    )),
+    Hand("output-truncated-anthropic-max-tokens", "output-truncated", (
+        ingress(0.0), answer(0.02, finish="max_tokens", model=CLAUDE, provider="anthropic"), json_ok(0.9),
+    )),
+    Hand("output-truncated-gemini-max-tokens", "output-truncated", (
+        ingress(0.0), answer(0.02, finish="MAX_TOKENS", model="gemini-2.0-flash", provider="google"), json_ok(0.9),
+    )),
+    Hand("output-truncated-pydantic-ai-raised-500", "output-truncated", (
+        ingress(0.0), answer(0.02, finish="length", schema=True),
+        agent_failed(0.9, "OutputTokenLimitExceeded",
+                     "Model token limit (512) exceeded before any response was generated."),
+        failed_500(0.91, "OutputTokenLimitExceeded", "Model token limit (512) exceeded"),
+    )),
+    Hand("output-truncated-agents-sdk-max-output-tokens", "output-truncated", (
+        ingress(0.0), first_byte(0.01, 10),
+        agent_failed(0.9, "ModelBehaviorError", "Response incomplete: incomplete_details=max_output_tokens"),
+        complete(0.91, 200, 120, 910, 3),
+    )),
+    Hand("earlier-answer-truncated-final-fine-is-ok", "ok", (
+        ingress(0.0), answer(0.02, finish="length"), answer(0.9), stream_ok(1.8),
+    )),
+    # content-filtered: refused or filtered.
+    Hand("content-filtered-openai", "content-filtered", (
+        ingress(0.0), answer(0.02, finish="content_filter"), stream_ok(0.9),
+    )),
+    Hand("content-filtered-anthropic-refusal", "content-filtered", (
+        ingress(0.0), answer(0.02, finish="refusal", model=CLAUDE, provider="anthropic"), json_ok(0.9),
+    )),
+    Hand("content-filtered-gemini-safety", "content-filtered", (
+        ingress(0.0), answer(0.02, finish="SAFETY", model="gemini-2.0-flash", provider="google"), json_ok(0.9),
+    )),
+    Hand("content-filtered-pydantic-ai-raised", "content-filtered", (
+        ingress(0.0), agent_failed(0.9, "ContentFilterError", "Content filter triggered. Finish reason: 'SAFETY'"),
+        failed_500(0.91, "ContentFilterError", "Content filter triggered."),
+    )),
+    # context-overflow, in each provider's words.
+    Hand("context-overflow-openai-code", "context-overflow", (
+        ingress(0.0), agent_enter(0.01), llm_refused(0.02, 400, "context_length_exceeded", "BadRequestError"),
+        agent_failed(0.3, "BadRequestError", None), failed_500(0.31, "BadRequestError", "Error code: 400"),
+    )),
+    Hand("context-overflow-anthropic-prompt-too-long", "context-overflow", (
+        ingress(0.0), llm_refused(0.02, 400, "invalid_request_error", "BadRequestError", CLAUDE, "anthropic"),
+        agent_failed(0.3, "BadRequestError",
+                     "Error code: 400 - invalid_request_error: prompt is too long: 208310 tokens > 200000 maximum"),
+        failed_500(0.31, "BadRequestError", "Error code: 400"),
+    )),
+    Hand("context-overflow-gemini-default-tier", "context-overflow", (
+        agent_enter(0.0, model="gemini-2.0-flash"),
+        error_caught(0.4, "ClientError", "400 INVALID_ARGUMENT. The input token count (1200000) exceeds the maximum "
+                     "number of tokens allowed (1048576).", 400),
+    )),
+    Hand("context-overflow-recovered-by-trimming-is-ok", "ok", (
+        ingress(0.0), llm_refused(0.02, 400, "context_length_exceeded", "BadRequestError"), answer(0.5),
+        stream_ok(1.4),
+    )),
+    # agent-loop: a framework's limit, or the same call again and again with no final answer.
+    Hand("agent-loop-langgraph-recursion-500", "agent-loop", (
+        ingress(0.0), agent_enter(0.01, "graph"),
+        [e for i in range(4) for e in (*answer(0.02 + i, tools=("lookup",)), *tool_call(0.83 + i, "lookup"))],
+        agent_failed(4.5, "GraphRecursionError", "Recursion limit of 8 reached without hitting a stop condition. "
+                     "You can increase the limit by setting the `recursion_limit` config key."),
+        failed_500(4.51, "GraphRecursionError", "Recursion limit of 8 reached"),
+    )),
+    Hand("agent-loop-same-call-empty-200", "agent-loop", (
+        ingress(0.0), agent_enter(0.01, "graph"),
+        [e for i in range(4) for e in (*answer(0.02 + i, tools=("lookup",)), *tool_call(0.83 + i, "lookup"))],
+        first_byte(4.5, 4500), complete(4.51, 200, 0, 4510, 0),
+    )),
+    Hand("agent-loop-agents-sdk-max-turns", "agent-loop", (
+        ingress(0.0), answer(0.02, tools=("lookup",)), tool_call(0.83, "lookup"),
+        agent_failed(1.0, "MaxTurnsExceeded", "Max turns (1) exceeded"),
+        failed_500(1.01, "MaxTurnsExceeded", "Max turns (1) exceeded"),
+    )),
+    Hand("agent-loop-pydantic-ai-request-limit", "agent-loop", (
+        ingress(0.0), answer(0.02, tools=("lookup",)), tool_call(0.83, "lookup", args_hash="0c1d2e3f"),
+        agent_failed(1.0, "UsageLimitExceeded", "The next request would exceed the request_limit of 2"),
+        json_ok(1.1),
+    )),
+    Hand("same-call-three-times-then-answered-is-ok", "ok", (
+        ingress(0.0),
+        [e for i in range(3) for e in (*answer(0.02 + i, tools=("lookup",)), *tool_call(0.83 + i, "lookup"))],
+        answer(3.5), stream_ok(4.4),
+    )),
+    Hand("three-calls-different-arguments-is-not-a-loop", "ok", (
+        ingress(0.0),
+        [e for i in range(3)
+         for e in (*answer(0.02 + i, tools=("lookup",)), *tool_call(0.83 + i, "lookup", args_hash=f"{i:08x}"))],
+        answer(3.5), stream_ok(4.4),
+    )),
+    # output-invalid: structured output that failed validation, or a framework that gave up.
+    Hand("output-invalid-final-answer", "output-invalid", (
+        ingress(0.0), answer(0.02, valid=False, schema=True), json_ok(0.9),
+    )),
+    Hand("output-invalid-pydantic-ai-gave-up", "output-invalid", (
+        ingress(0.0), answer(0.02, tools=("final_result",), schema=True),
+        output_tool_failed(0.83),
+        answer(0.9, tools=("final_result",), schema=True),
+        output_tool_failed(1.7),
+        agent_failed(1.8, "UnexpectedModelBehavior", "Exceeded maximum output retries (1)"),
+        failed_500(1.81, "UnexpectedModelBehavior", "Exceeded maximum output retries (1)"),
+    )),
+    Hand("output-invalid-agents-sdk-invalid-json", "output-invalid", (
+        ingress(0.0), answer(0.02, schema=True),
+        agent_failed(0.9, "ModelBehaviorError", "Invalid JSON when parsing model output"),
+        failed_500(0.91, "ModelBehaviorError", "Invalid JSON when parsing model output"),
+    )),
+    Hand("output-valid-is-ok", "ok", (ingress(0.0), answer(0.02, valid=True, schema=True), json_ok(0.9))),
+    # llm-auth / llm-config: the provider refused the key or the request.
+    Hand("llm-auth-401", "llm-auth", (
+        ingress(0.0), llm_refused(0.02, 401, "invalid_api_key", "AuthenticationError"),
+        agent_failed(0.3, "AuthenticationError", "Error code: 401 - Incorrect API key provided"),
+        failed_500(0.31, "AuthenticationError", "Error code: 401"),
+    )),
+    Hand("llm-auth-anthropic-403", "llm-auth", (
+        ingress(0.0), llm_refused(0.02, 403, "permission_error", "PermissionDeniedError", CLAUDE, "anthropic"),
+        json_ok(0.3),
+    )),
+    Hand("llm-auth-default-tier-pydantic-ai", "llm-auth", (
+        agent_enter(0.0), agent_failed(0.3, "ModelAuthenticationError", "status_code: 401, model_name: gpt-4o"),
+        error_caught(0.31, "ModelAuthenticationError", "status_code: 401", 310),
+    )),
+    Hand("llm-config-404-model", "llm-config", (
+        ingress(0.0), llm_refused(0.02, 404, "model_not_found", "NotFoundError", "gpt-5-turbo-nope"),
+        failed_500(0.3, "NotFoundError", "Error code: 404"),
+    )),
+    Hand("llm-config-400-parameter", "llm-config", (
+        ingress(0.0), llm_refused(0.02, 400, "unsupported_parameter", "BadRequestError", "o3-mini"), json_ok(0.3),
+    )),
+    Hand("llm-config-fallback-recovered-is-ok", "ok", (
+        ingress(0.0), llm_refused(0.02, 404, "model_not_found", "NotFoundError", "gpt-5-turbo-nope"), answer(0.3),
+        stream_ok(1.2),
+    )),
+    Hand("app-not-found-error-is-not-llm-config", "server-error", (
+        ingress(0.0), error_caught(0.05, "NotFoundError", "order 12 not found", 50),
+    )),
+    Hand("llm-rate-limit-stays-llm-error", "llm-error", (
+        ingress(0.0),
+        llm_refused(0.02, 429, "rate_limit_exceeded", "RateLimitError"),
+        failed_500(0.3, "RateLimitError", "429"),
+    )),
+    # client-disconnect with an orphaned LLM call (issue 18 item 16): the hang-up is the cause.
+    Hand("client-hangup-orphaned-call-kept-beating", "client-disconnect", (
+        ingress(0.0), agent_enter(0.01), llm_start(0.1, model="gpt-4o"), first_byte(0.3, 300),
+        sse_aborted(1.0, "rst", 120, 1000), [heartbeat(0.1 + 10 * i, 10000 * i) for i in range(1, 6)],
+    ), log_end=52.0),
+    Hand("client-hangup-orphaned-call-beat-then-stopped", "client-disconnect", (
+        ingress(0.0), llm_start(0.1, model="gpt-4o"), first_byte(0.3, 300),
+        sse_aborted(1.0, "fin_premature", 120, 1000), heartbeat(5.1, 5000), heartbeat(10.1, 10000),
+    ), log_end=60.0),
+    Hand("llm-stalled-before-the-client-gave-up", "llm-stalled", (
+        ingress(0.0), llm_start(0.1, model="gpt-4o"), heartbeat(5.1, 5000), sse_aborted(20.0, "rst", 0, 20000),
+    ), log_end=21.0),
     # ok
     Hand("ok-full-chain", "ok", (
         probe_start(),
@@ -600,6 +899,7 @@ _OUTCOMES = {
     "backend.agent.exit": "ok",
     "backend.response.complete": "ok",
     "backend.error.caught": "err",
+    "backend.tool.call.response": "ok",
     "probe.exit": "ok",
     "probe.network.error": "err",
     "probe.console.error": "err",

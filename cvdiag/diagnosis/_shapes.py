@@ -76,6 +76,9 @@ class Response:
     completion_tokens: int | None
     output_chars: int | None = None
     empty: bool = False
+    #: (finish_reason, tool_calls, output_valid) when one says more than a plain answer
+    #: (an unusual finish, tool calls asked for, structured output checked), else None.
+    extra: tuple[str | None, int | None, bool | None] | None = None
 
 
 #: What the evidence reports for a test without an LLM response.

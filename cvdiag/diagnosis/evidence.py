@@ -18,6 +18,8 @@ from typing import Any
 
 from cvdiag.contract.schema import ACCOUNTING_PREFIX, FAILURE_OUTCOMES, LAYERS
 from cvdiag.contract.timestamps import key_seconds, order_key
+from cvdiag.diagnosis._agentic import Agentic
+from cvdiag.diagnosis._causes import MATCH_CHARS, cause_of, finish_cause
 from cvdiag.diagnosis._convert import EMPTY, as_float, as_int, as_mapping, as_name, as_text
 from cvdiag.diagnosis._picks import Pick, earlier, earliest, later, latest, value_of
 from cvdiag.diagnosis._shapes import MAX_STATUSES, NO_BOUNDARIES, NO_RESPONSE, LLMFailures, Response
@@ -62,6 +64,7 @@ class Evidence:
         "agent_exits",
         "agent_name",
         "agent_name_key",
+        "agentic",
         "aimock_bytes",
         "aimock_chunk_bytes",
         "aimock_decisions",
@@ -213,6 +216,7 @@ class Evidence:
         self.agent_bad: Pick | None = None  # terminal_outcome error/cancelled
         self.agent_error_class: str | None = None  # of the first agent that exited with an error
         self.agent_exits = 0
+        self.agentic: Agentic | None = None  # tool calls and agent-level causes, when there are any
         # aimock
         self.aimock_decisions = 0
         self.aimock_matched = 0
@@ -364,6 +368,12 @@ class Evidence:
                 return layer, first, second
         return None
 
+    def agent(self) -> Agentic:
+        """The agent-level part, made when the first fact of it arrives."""
+        if self.agentic is None:
+            self.agentic = Agentic()
+        return self.agentic
+
     # -- derived facts -----------------------------------------------------------------------
 
     @property
@@ -448,6 +458,7 @@ class Evidence:
             "exception_type": error[0],
             "agent_terminal_outcome": value_of(self.agent_bad),
             "agent_error_class": self.agent_error_class,
+            **_agent_facts(self.agentic, response),
             "last_boundary": self.last_boundary,
             "last_backend_boundary": self.last_backend_boundary,
         }
@@ -503,6 +514,26 @@ class Evidence:
         return round(max(0.0, end - key_seconds(self.llm_last_start_key)), 1)
 
 
+def _agent_facts(ag: Agentic | None, response: Response) -> dict[str, Any]:
+    """The agent-level facts of the summary, the same keys whether or not there are any."""
+    extra = response.extra or (None, None, None)
+    failed = value_of(ag.tool_failed) if ag is not None else None
+    return {
+        "agent_error_message": value_of(ag.agent_message) if ag is not None else None,
+        "finish_reason": extra[0],
+        "output_valid": extra[2],
+        "tool_calls": {
+            "started": ag.tool_starts if ag else 0,
+            "answered": ag.tool_responses if ag else 0,
+            "failed": ag.tool_errors if ag else 0,
+        },
+        "tool_error": None
+        if failed is None
+        else {"tool": failed.name, "source": failed.source, "server": failed.server, "kind": failed.error_kind,
+              "excerpt": failed.excerpt},
+    }  # fmt: skip
+
+
 def _at(value: Any, index: int) -> Any:
     return value[index] if isinstance(value, tuple) else None
 
@@ -553,6 +584,8 @@ def _on_probe_console(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Ma
 
 def _on_llm_start(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.llm_starts += 1
+    if md.get("output_schema") is True:
+        ev.agent().output_schema = True
     if later(ev.llm_last_start, ev.llm_last_start_key, key):
         ev.llm_last_start_key, ev.llm_last_start = key, (as_name(md.get("provider")), as_name(md.get("model")))
 
@@ -607,9 +640,34 @@ def _on_llm_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Map
         candidate = (latency, provider or "?", model or "?")
         if ev.llm_slowest is None or candidate > ev.llm_slowest:
             ev.llm_slowest = candidate
-    response = Response(provider, model, latency, tokens, as_int(md.get("prompt_tokens")), completion, output, empty)
+    extra = _answer_extra(ev, md, outcome, key)
+    response = Response(
+        provider, model, latency, tokens, as_int(md.get("prompt_tokens")), completion, output, empty, extra
+    )
     if later(ev.llm_last_response, ev.llm_last_response_key, key):
         ev.llm_last_response_key, ev.llm_last_response = key, response
+
+
+def _answer_extra(ev: Evidence, md: Mapping, outcome: Any, key: Any) -> tuple | None:
+    """(finish reason, tool calls, output valid) of an answer that has more to say than a
+    plain stop; the causes its error names. None for a plain answer (most of them)."""
+    if outcome == "err":
+        for field in ("error_type", "error_class"):
+            text = md.get(field)
+            cls = cause_of(text, from_llm=True) if isinstance(text, str) else None
+            if cls is not None:
+                ev.agent().named(cls, text[:MATCH_CHARS], key, from_llm=True)
+                break
+    finish = as_name(md.get("finish_reason"))
+    unusual = finish is not None and finish_cause(finish) is not None
+    if unusual:
+        ev.agent().finished(finish)  # type: ignore[arg-type]
+    calls = as_int(md.get("tool_calls"))
+    valid = md.get("output_valid")
+    valid = valid if isinstance(valid, bool) else None
+    if not unusual and not calls and valid is None:
+        return None
+    return (finish if unusual else None, calls, valid)
 
 
 def _on_ingress(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -665,6 +723,18 @@ def _on_error(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -
     ev.error_first = earliest(
         ev.error_first, key, (as_text(md.get("exception_type")) or "an exception", as_text(md.get("message_scrubbed")))
     )
+    _name_cause(ev, md.get("exception_type"), md.get("message_scrubbed"), key)
+
+
+def _name_cause(ev: Evidence, error_class: Any, message: Any, key: Any) -> None:
+    """Keep the cause an exception names (``Class: message``), if it names one."""
+    parts = [p for p in (error_class, message) if isinstance(p, str) and p]
+    if not parts:
+        return
+    text = ": ".join(parts)[:MATCH_CHARS]
+    cls = cause_of(text)
+    if cls is not None:
+        ev.agent().named(cls, text, key)
 
 
 def _on_agent_enter(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -679,6 +749,19 @@ def _on_agent_exit(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mappi
         if earlier(ev.agent_bad, ev.agent_bad.key if ev.agent_bad else None, key):
             ev.agent_error_class = as_name(md.get("error_class")) if terminal == "error" else None
         ev.agent_bad = earliest(ev.agent_bad, key, terminal)
+        message = as_text(md.get("error_message"))
+        if message:
+            agent = ev.agent()
+            agent.agent_message = earliest(agent.agent_message, key, message)
+        _name_cause(ev, md.get("error_class"), md.get("error_message"), key)
+
+
+def _on_tool_start(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
+    ev.agent().tool_start(md, key)
+
+
+def _on_tool_response(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
+    ev.agent().tool_response(md, outcome, key, as_float(env.get("duration_ms")))
 
 
 def _on_aimock_decision(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -728,6 +811,8 @@ _HANDLERS = {
     "backend.error.caught": _on_error,
     "backend.agent.enter": _on_agent_enter,
     "backend.agent.exit": _on_agent_exit,
+    "backend.tool.call.start": _on_tool_start,
+    "backend.tool.call.response": _on_tool_response,
     "aimock.match.decision": _on_aimock_decision,
     "aimock.response.complete": _on_aimock_complete,
     "aimock.response.aborted": _on_aimock_aborted,

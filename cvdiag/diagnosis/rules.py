@@ -16,8 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cvdiag.contract.timestamps import key_seconds
+from cvdiag.diagnosis._agentic import LOOP_REPEATS, Agentic
+from cvdiag.diagnosis._causes import AUTH_STATUSES, CONFIG_STATUSES, finish_cause
 from cvdiag.diagnosis._picks import value_of
-from cvdiag.diagnosis._shapes import LLMFailures
+from cvdiag.diagnosis._shapes import LLMFailures, Response
 from cvdiag.diagnosis.evidence import Evidence
 from cvdiag.diagnosis.result import Finding, Thresholds
 
@@ -106,6 +109,92 @@ def edge_interference(ev: Evidence, th: Thresholds, log_end: float | None, facts
     return None
 
 
+# -- agent-level causes named by the provider (before the generic llm-error) -------------------
+
+
+def _named(ev: Evidence, cls: str) -> str | None:
+    """The text that named ``cls``: an exception anywhere, or a failed LLM attempt that
+    no retry made good."""
+    ag = ev.agentic
+    found = ag.cause(cls) if ag is not None else None
+    if found is None:
+        return None
+    text, from_llm = found
+    return None if from_llm and ev.llm_recovered() else text
+
+
+def _final(ev: Evidence) -> tuple[Response | None, str | None]:
+    """The last LLM answer and the class its finish reason names (None: a normal stop)."""
+    last = ev.llm_last_response
+    finish = last.extra[0] if last is not None and last.extra else None
+    return last, finish_cause(finish) if finish else None
+
+
+def _quoted(text: str, limit: int = 120) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def _refused(ev: Evidence, cls: str, statuses: frozenset[int]) -> tuple[LLMFailures | None, str | None] | None:
+    """(failed attempts, None) when every failed LLM attempt was answered with one of
+    ``statuses``; (None, words) when no status says otherwise and words name ``cls``."""
+    failures = ev.llm_failures
+    if failures is not None and failures.statuses and not ev.llm_recovered():
+        if failures.no_status or not set(failures.statuses) <= statuses:
+            return None  # mixed with an outage or a broken connection: llm-error says it all
+        return failures, None
+    text = _named(ev, cls)
+    return None if text is None else (None, text)
+
+
+def _provider_said(ev: Evidence, failures: LLMFailures | None, text: str | None) -> str:
+    """`` (openai/gpt-4o-mini answered HTTP 401 (invalid_api_key))``, and the words that
+    named the cause when they add to it: from what the log has."""
+    error = value_of(ev.llm_first_error)
+    provider, model = (error[1], error[2]) if error else (ev.llm_last_start or (None, None))
+    said = ""
+    if failures is not None:
+        kind = f" ({failures.error_type})" if failures.error_type else ""
+        said = f" ({_call(provider, model)} answered HTTP {', '.join(map(str, failures.statuses))}{kind})"
+    elif provider or model:
+        said = f" ({_call(provider, model)})"
+    if text and (failures is None or text != failures.error_type):
+        said += f"; the error said {_quoted(text)}"
+    return said
+
+
+@_rule("context-overflow")
+def context_overflow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    text = _named(ev, "context-overflow")
+    last, finish = _final(ev)
+    if text is None and finish != "context-overflow":
+        return None
+    failures = ev.llm_failures if ev.llm_failures is not None and not ev.llm_recovered() else None
+    said = _provider_said(ev, failures, text)
+    if text is None:
+        said += f"; the answer stopped with finish_reason {last.extra[0]}"  # type: ignore[union-attr]
+    return Finding(0.9, f"The prompt did not fit the model's context window{said}.")
+
+
+@_rule("llm-auth")
+def llm_auth(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    refused = _refused(ev, "llm-auth", AUTH_STATUSES)
+    if refused is None:
+        return None
+    said = _provider_said(ev, *refused)
+    return Finding(0.95, f"The LLM provider refused the credentials{said}: check the API key and its permissions.")
+
+
+@_rule("llm-config")
+def llm_config(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    refused = _refused(ev, "llm-config", CONFIG_STATUSES)
+    if refused is None:
+        return None
+    said = _provider_said(ev, *refused)
+    return Finding(
+        0.9, f"The LLM provider rejected the request{said}: check the model name and the request's parameters."
+    )
+
+
 @_rule("llm-error")
 def llm_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.llm_first_error or ev.llm_recovered():
@@ -135,6 +224,34 @@ def _attempts(ev: Evidence, failures: LLMFailures, attempts: int) -> str:
     error_type = f" ({failures.error_type})" if failures.error_type else ""
     retry = f"; retry-after {_s(failures.retry_after_ms)}" if failures.retry_after_ms is not None else ""
     return f"{_n(attempts, 'attempt')}, {said}{error_type}{retry}"
+
+
+# -- the final answer stopped short (after the provider's errors, before an empty answer) -----
+
+
+def _stopped_short(ev: Evidence, cls: str, what: str) -> Finding | None:
+    last, finish = _final(ev)
+    text = _named(ev, cls)
+    if finish != cls and text is None:
+        return None
+    if finish == cls and last is not None:
+        tokens = last.completion_tokens if last.completion_tokens is not None else last.response_token_count
+        count = f", {_n(tokens, 'completion token')}" if tokens is not None else ""
+        return Finding(
+            0.9,
+            f"The final answer of {_call(last.provider, last.model)} {what} (finish_reason {last.extra[0]}{count}).",  # type: ignore[index]
+        )
+    return Finding(0.85, f"The answer {what}: the agent raised {_quoted(text or '')}.")
+
+
+@_rule("content-filtered")
+def content_filtered(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    return _stopped_short(ev, "content-filtered", "was refused or filtered by the provider")
+
+
+@_rule("output-truncated")
+def output_truncated(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    return _stopped_short(ev, "output-truncated", "stopped on the token limit")
 
 
 @_rule("provider-empty")
@@ -188,10 +305,34 @@ def _server_stopped(ev: Evidence) -> bool:
     return bool(ev.aborts and "shutdown" in ev.aborts)
 
 
+def _hang_up(ev: Evidence) -> tuple[str, int] | None:
+    """(termination_kind, key) of the client's first hang-up, if it hung up."""
+    found = [(k, ev.abort_first[k].key) for k in ("rst", "fin_premature", "timeout") if k in (ev.aborts or ())]
+    dated = [(kind, key) for kind, key in found if key is not None]
+    return min(dated, key=lambda pair: pair[1]) if dated else None
+
+
+def _orphaned(ev: Evidence, th: Thresholds) -> float | None:
+    """The LLM call the client left behind: it still showed signs of life after the client
+    hung up, and it was younger than ``slow_s`` when that happened (a client that gave up
+    on a slow call makes the call the cause). Its last heartbeat's elapsed ms (or 0.0)."""
+    hang = _hang_up(ev)
+    start = ev.llm_last_start_key
+    if hang is None or start is None:
+        return None
+    _, at = hang
+    signs = [k for k in (ev.heartbeat_last_key, ev.llm_last_response_key, start) if k is not None and k > at]
+    if not signs or (start <= at and key_seconds(at) - key_seconds(start) >= th.slow_s):
+        return None
+    return ev.heartbeat_max or 0.0
+
+
 @_rule("llm-stalled")
 def llm_stalled(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if ev.llm_starts <= ev.llm_responses:
         return None
+    if _orphaned(ev, th) is not None:
+        return None  # the client went first: the call it left behind is evidence, not the cause
     if _server_stopped(ev) and ev.llm_alive_at_shutdown(th.slow_s):
         return None  # cut off by the shutdown while still beating, not stalled
     last_beat = ev.heartbeat_last
@@ -206,6 +347,8 @@ def llm_stalled(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict
 
 @_rule("llm-slow")
 def llm_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    if _orphaned(ev, th) is not None:
+        return None  # slow only after the client had gone (see client-disconnect)
     limit_ms = th.slow_s * 1000.0
     limit = f"slow threshold {th.slow_s:g} s"
     if ev.llm_slowest is not None and ev.llm_slowest[0] >= limit_ms:
@@ -220,6 +363,85 @@ def llm_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -
             f"by its heartbeats ({limit}); {state}.",
         )
     return None
+
+
+# -- tools, loops and structured output (after the LLM's own causes, before the endpoint's) ----
+
+
+def _answered(ev: Evidence) -> str:
+    status = ev.worst_status()
+    return f"; the response still completed with HTTP {status}" if status is not None and status < 400 else ""
+
+
+@_rule("tool-error")
+def tool_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    ag = ev.agentic
+    if ag is None:
+        return None
+    failed = value_of(ag.tool_failed)
+    if failed is not None:
+        facts["tool_failed"] = failed.name
+        kind = f" ({failed.error_kind})" if failed.error_kind else ""
+        excerpt = f": {_quoted(failed.excerpt)}" if failed.excerpt else ""
+        count = f"; {ag.tool_errors} of {_n(ag.tool_responses, 'tool call')} failed" if ag.tool_responses > 1 else ""
+        return Finding(0.9, f"Tool {failed.where()} failed{kind}{excerpt}{count}{_answered(ev)}.")
+    opened = value_of(ag.tool_open_last)
+    if ag.tool_open > 0 and opened is not None and (not ev.completes or ev.aborts) and not _server_stopped(ev):
+        facts["tool_failed"] = opened.name
+        return Finding(0.8, f"Tool {opened.where()} was called and never answered.")
+    return None
+
+
+@_rule("agent-loop")
+def agent_loop(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    ag = ev.agentic
+    if ag is None:
+        return None
+    text = _named(ev, "agent-loop")
+    repeated = ag.most_repeated()
+    calls = ""
+    if repeated is not None and repeated[1] > 1:
+        calls = f"; it called {repeated[0]} {repeated[1]} times with the same arguments"
+    if text is not None:
+        return Finding(0.9, f"The agent hit its framework's limit: {_quoted(text)}{calls}.")
+    if repeated is None or repeated[1] < LOOP_REPEATS or not _no_final_answer(ev, ag):
+        return None
+    name, count = repeated
+    return Finding(
+        0.85, f"The model called {name} {count} times with the same arguments and never gave a final answer."
+    )
+
+
+def _no_final_answer(ev: Evidence, ag: Agentic) -> bool:
+    """Did the run end without an answer that asked for no more tools?"""
+    last = ev.llm_last_response
+    asked_more = last is not None and last.extra is not None and bool(last.extra[1])
+    tools_after = ag.tool_last_key is not None and (ev.llm_last_ok_key is None or ag.tool_last_key > ev.llm_last_ok_key)
+    return asked_more or tools_after or ev.agent_bad is not None
+
+
+@_rule("output-invalid")
+def output_invalid(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    last = ev.llm_last_response
+    if last is not None and last.extra is not None and last.extra[2] is False:
+        return Finding(
+            0.9,
+            f"The final answer of {_call(last.provider, last.model)} did not hold its output schema's "
+            f"required keys (output_valid false){_answered(ev)}.",
+        )
+    text = _named(ev, "output-invalid")
+    if text is None:
+        return None
+    return Finding(0.85, f"The agent gave up on its structured output: {_quoted(text)}.")
+
+
+@_rule("tool-slow")
+def tool_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    slowest = ev.agentic.tool_slowest if ev.agentic is not None else None
+    if slowest is None or slowest.ms is None or slowest.ms < th.slow_s * 1000.0:
+        return None
+    facts["tool_slow"] = slowest.name
+    return Finding(0.85, f"Tool {slowest.where()} took {_s(slowest.ms)} (slow threshold {th.slow_s:g} s).")
 
 
 @_rule("server-error")
@@ -261,6 +483,11 @@ def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts
     llm = ""
     if ev.llm_timeouts:
         llm = "; its LLM call was cancelled"
+    orphan = _orphaned(ev, th)
+    if orphan is not None:
+        facts["orphaned_llm_call"] = True
+        beats = f" (heartbeats to {_s(orphan)})" if orphan else ""
+        llm = f"; its LLM call was left running after the client had gone{beats}"
     return Finding(
         0.9,
         f"The client went away ({kind}) {when} the first byte, after {_n(sent, 'byte')} and {_s(duration)}{llm}.",
@@ -275,6 +502,9 @@ def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict
     status = facts["http_status"]
     answered = f"; the response still completed with HTTP {status}" if status is not None else ""
     raised = f", raising {ev.agent_error_class}" if ev.agent_error_class else ""
+    message = value_of(ev.agentic.agent_message) if ev.agentic is not None else None
+    if message:
+        raised += f" ({_quoted(message)})"
     return Finding(0.85, f"Agent {name} exited with terminal_outcome {ev.agent_bad.value}{raised}{answered}.")
 
 
@@ -371,13 +601,35 @@ def ok(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Find
             if exit_ and exit_[0] not in (None, "ok")
             else _n(ev.failures - recovered, "failed envelope")
         )
-        return Finding(0.4, f"No rule matched although the test shows a failure ({seen}); status {status}.")
+        hint = _agent_hint(ev)
+        also = f"; {hint}" if hint else ""
+        return Finding(0.4, f"No rule matched although the test shows a failure ({seen}); status {status}{also}.")
     if ev.complete_ok_bodiless and not ev.complete_ok_with_events and not ev.sse_events:
         # A 2xx that sent nothing at all is not a healthy answer, even with no rule to name it.
         return Finding(0.3, f"No rule matched, but the response completed with HTTP {status} and sent nothing.")
     answered = f"HTTP {status}" if status is not None else "no backend response in the log"
     retried = f"; {_n(recovered, 'failed LLM attempt')} recovered by a retry" if recovered else ""
+    hint = _agent_hint(ev)
+    if hint:  # healthy HTTP, but an agent-level sign no rule made the cause: never sure it is fine
+        return Finding(0.6, f"No failure found ({ev.events} events; {answered}{retried}), but {hint}.")
     return Finding(0.9, f"No failure found ({ev.events} events; {answered}{retried}).")
+
+
+def _agent_hint(ev: Evidence) -> str | None:
+    """An agent-level sign that names no cause on its own: an earlier answer that stopped
+    short, structured output that failed once, a tool called twice with the same arguments."""
+    ag = ev.agentic
+    if ag is None:
+        return None
+    if ag.finish_unusual:
+        return f"an earlier answer stopped with finish_reason {ag.finish_unusual}"
+    failed = value_of(ag.tool_output_failed)
+    if failed is not None:
+        return f"the structured output tool {failed.name} failed once before it validated"
+    repeated = ag.most_repeated()
+    if repeated is not None and repeated[1] > 1:
+        return f"the model called {repeated[0]} {repeated[1]} times with the same arguments"
+    return None
 
 
 def _failed(ev: Evidence, forgiven: int = 0) -> bool:
@@ -398,11 +650,20 @@ def _failed(ev: Evidence, forgiven: int = 0) -> bool:
 RULES: tuple[Rule, ...] = (
     probe_runner_crash,
     edge_interference,
+    context_overflow,
+    llm_auth,
+    llm_config,
     llm_error,
+    content_filtered,
+    output_truncated,
     provider_empty,
     aimock_fixture_mismatch,
     llm_stalled,
     llm_slow,
+    tool_error,
+    agent_loop,
+    output_invalid,
+    tool_slow,
     server_error,
     stream_error,
     client_disconnect,

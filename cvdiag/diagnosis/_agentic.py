@@ -1,0 +1,181 @@
+"""The agent-level part of an ``Evidence``: tool calls, the causes that texts name, the
+finish reasons and structured output of the answers. Made only for a test that has one.
+
+Bounded like the rest of the evidence: counters, a few first/last values and small
+capped dictionaries, never a tool's arguments or results (the wire carries only their
+hash, sizes and a failed call's scrubbed excerpt). Envelopes arrive in any order, so
+every first/last value is decided by the order key (``_picks``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from array import array
+from collections.abc import Mapping
+from typing import Any
+
+from cvdiag.diagnosis._causes import OUTPUT_TOOL_PREFIX
+from cvdiag.diagnosis._convert import TEXT_LIMIT, as_name, as_text
+from cvdiag.diagnosis._picks import Pick, earlier, earliest, latest
+
+#: Distinct (tool, arguments hash) pairs counted for loop detection; a test inventing
+#: more keeps the counts it has.
+MAX_REPEAT_KEYS = 32
+#: A failed tool call's excerpt kept for a reason sentence.
+EXCERPT_CHARS = 120
+#: Tool calls with the same name and arguments that make a loop (with no final answer).
+LOOP_REPEATS = 3
+
+
+class ToolCall:
+    """What a reason says of one tool call: its name, where it was seen, its server,
+    and for a failed one how it failed and the excerpt of its error."""
+
+    __slots__ = ("error_kind", "excerpt", "ms", "name", "outcome", "server", "source")
+
+    def __init__(self, md: Mapping[str, Any], outcome: Any, ms: float | None) -> None:
+        self.name = as_name(md.get("tool_name")) or "?"
+        self.source = as_name(md.get("source"))
+        self.server = as_name(md.get("server"))
+        self.error_kind = as_name(md.get("error_kind"))
+        excerpt = as_text(md.get("error_excerpt"))
+        self.excerpt = excerpt[:EXCERPT_CHARS] if excerpt else None
+        self.outcome = outcome if isinstance(outcome, str) else None
+        self.ms = ms
+
+    def where(self) -> str:
+        """``get_weather (mcp, server weather)``."""
+        parts = [p for p in (self.source, f"server {self.server}" if self.server else None) if p]
+        return f"{self.name} ({', '.join(parts)})" if parts else self.name
+
+
+def is_output_tool(name: str) -> bool:
+    return name.startswith(OUTPUT_TOOL_PREFIX)
+
+
+class Agentic:
+    """Tool calls and agent-level causes of one test (see the module docstring)."""
+
+    __slots__ = (
+        "agent_message",
+        "causes",
+        "finish_unusual",
+        "output_schema",
+        "repeat_top",
+        "repeats",
+        "tool_errors",
+        "tool_failed",
+        "tool_last_key",
+        "tool_open",
+        "tool_open_last",
+        "tool_output_failed",
+        "tool_responses",
+        "tool_slowest",
+        "tool_starts",
+    )
+
+    def __init__(self) -> None:
+        self.tool_starts = self.tool_responses = self.tool_errors = 0
+        self.tool_failed: Pick | None = None  # earliest failed call (ToolCall), output tools aside
+        self.tool_output_failed: Pick | None = None  # earliest failed call of the output tool
+        self.tool_slowest: ToolCall | None = None  # the longest answered call
+        self.tool_last_key: int | None = None  # the latest tool line
+        self.tool_open = 0  # starts minus responses seen where the call itself is seen (not the wire)
+        self.tool_open_last: Pick | None = None  # the latest such start (ToolCall)
+        # One 64-bit word per (name, args_hash): its CRC-32 above, its calls in the low 16 bits
+        # (a dict of these would cost three times more, and most tests call a tool or two).
+        self.repeats: array[int] | None = None
+        self.repeat_top: tuple[int, str] | None = None  # (calls, name) of the most repeated call
+        # (class, key, text, from an LLM line) per class named, the earliest text of each:
+        # a tuple, as most tests name one cause or none (a dict would cost four times more).
+        self.causes: tuple[tuple[str, int | None, str, bool], ...] = ()
+        self.finish_unusual: str | None = None  # an unusual finish reason of some answer
+        self.output_schema = False  # some request asked for structured output
+        self.agent_message: Pick | None = None  # the first failed agent's error_message
+
+    # -- folding ---------------------------------------------------------------------------
+
+    def tool_start(self, md: Mapping[str, Any], key: int | None) -> None:
+        self.tool_starts += 1
+        self._seen(key)
+        name, digest = as_name(md.get("tool_name")), as_text(md.get("args_hash"))
+        if name and digest:
+            calls = self._repeat(zlib.crc32(f"{name}\0{digest}".encode()))
+            top = (calls, name)
+            if calls and (self.repeat_top is None or top > self.repeat_top):
+                self.repeat_top = top
+        if md.get("source") != "wire":  # a wire call starts when the model asks: never "open"
+            self.tool_open += 1
+            self.tool_open_last = latest(self.tool_open_last, key, ToolCall(md, None, None))
+
+    def _repeat(self, pair: int) -> int:
+        """Count one more call of ``pair``; its calls so far (0 past MAX_REPEAT_KEYS pairs)."""
+        repeats = self.repeats
+        if repeats is None:
+            repeats = self.repeats = array("Q")
+        for i, word in enumerate(repeats):
+            if word >> 16 == pair:
+                calls = min((word & 0xFFFF) + 1, 0xFFFF)
+                repeats[i] = pair << 16 | calls
+                return calls
+        if len(repeats) >= MAX_REPEAT_KEYS:
+            return 0
+        repeats.append(pair << 16 | 1)
+        return 1
+
+    def tool_response(self, md: Mapping[str, Any], outcome: Any, key: int | None, ms: float | None) -> None:
+        self.tool_responses += 1
+        self._seen(key)
+        if md.get("source") != "wire":
+            self.tool_open -= 1
+        call = ToolCall(md, outcome, ms)
+        if failed_call(call):
+            if is_output_tool(call.name):
+                self.tool_output_failed = earliest(self.tool_output_failed, key, call)
+            else:
+                self.tool_errors += 1
+                self.tool_failed = earliest(self.tool_failed, key, call)
+        elif ms is not None and (self.tool_slowest is None or ms > (self.tool_slowest.ms or 0.0)):
+            self.tool_slowest = call
+
+    def named(self, cls: str, text: str, key: int | None, *, from_llm: bool = False) -> None:
+        """A text (an exception, an error type; ``from_llm``: of a failed LLM attempt,
+        which a retry may have made good) named the cause ``cls``."""
+        text = text[:TEXT_LIMIT]
+        for i, (held, held_key, held_text, _) in enumerate(self.causes):
+            if held == cls:
+                if earlier(held_text, held_key, key):
+                    self.causes = (*self.causes[:i], (cls, key, text, from_llm), *self.causes[i + 1 :])
+                return
+        self.causes += ((cls, key, text, from_llm),)
+
+    def finished(self, reason: str) -> None:
+        """Some answer stopped for an unusual reason (kept: the smallest, for a stable hint)."""
+        if self.finish_unusual is None or reason < self.finish_unusual:
+            self.finish_unusual = reason
+
+    def _seen(self, key: int | None) -> None:
+        if key is not None and (self.tool_last_key is None or key > self.tool_last_key):
+            self.tool_last_key = key
+
+    # -- derived ---------------------------------------------------------------------------
+
+    def cause(self, cls: str) -> tuple[str, bool] | None:
+        """(text, from an LLM line) that named ``cls`` first, or None."""
+        for held, _, text, from_llm in self.causes:
+            if held == cls:
+                return text, from_llm
+        return None
+
+    def most_repeated(self) -> tuple[str, int] | None:
+        """(tool name, calls) of the call made most often with the same arguments."""
+        if self.repeat_top is None:
+            return None
+        count, name = self.repeat_top
+        return name, count
+
+
+def failed_call(call: ToolCall) -> bool:
+    """A tool call that failed: outcome err, or a timeout of the tool's own (a call
+    cancelled with its request, outcome timeout and no error kind, did not fail)."""
+    return call.outcome == "err" or (call.outcome == "timeout" and call.error_kind is not None)
