@@ -284,7 +284,13 @@ def test_gemini_stream_pairs_by_name_in_order_and_reads_an_error_response(server
     with capture("verbose") as cap, cvdiag.request_context(test_id=_test_id()), httpx.Client() as client:
         client.post(server.url + GEMINI + "?alt=sse", json={"contents": first})
         client.post(server.url + GEMINI + "?alt=sse", json={"contents": [*first, asked, answered]})
-    assert _tools(cap)[:2] == [("start", "info", "lookup", None, None), ("response", "err", "lookup", None, "reported")]
+    (start, response, *_) = _tools(cap)
+    call_id = start[3]  # Gemini sends no id: cvdiag's own, the same on both lines
+    assert call_id.startswith("lookup#")
+    assert [start, response] == [
+        ("start", "info", "lookup", call_id, None),
+        ("response", "err", "lookup", call_id, "reported"),
+    ]
     assert _one_of(cap, "backend.tool.call.response", 0)["error_excerpt"] == '{"error":"quota exhausted"}'
     assert _one_of(cap, "backend.llm.call.response", 0)["tool_names"] == ["lookup"]
 
@@ -301,7 +307,8 @@ def test_gemini_json_answer(server):
     server.plan(GEMINI_JSON, _json(answer))
     with capture("verbose") as cap, cvdiag.request_context(test_id=_test_id()), httpx.Client() as client:
         client.post(server.url + GEMINI_JSON, json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
-    assert _tools(cap) == [("start", "info", "f", None, None)]
+    ((kind, outcome, name, call_id, error_kind),) = _tools(cap)
+    assert (kind, outcome, name, call_id.split("#")[0], error_kind) == ("start", "info", "f", "f", None)
 
 
 # -- a long conversation: only what is new is read ---------------------------------------

@@ -47,17 +47,18 @@ def _run_inside(variant: str, count: int) -> None:
     cvdiag.flush()
 
 
-def _instructions(variant: str, count: int) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--inside", variant, str(count)],
-        capture_output=True,
-        check=True,
-    )  # fmt: skip
+def callgrind_total(*argv: str) -> int:
+    """Instructions valgrind's callgrind counts for ``python argv...`` (all threads)."""
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *argv]
+    out = subprocess.run(command, capture_output=True, check=True)
     found = _COLLECTED.search(out.stderr)
     if found is None:
-        raise RuntimeError(f"valgrind printed no total for {variant!r}: {out.stderr[-500:]!r}")
+        raise RuntimeError(f"valgrind printed no total for {argv!r}: {out.stderr[-500:]!r}")
     return int(found.group(1))
+
+
+def _instructions(variant: str, count: int) -> int:
+    return callgrind_total(__file__, "--inside", variant, str(count))
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, Tier
+from cvdiag.write import _mcp_capture
 from cvdiag.write._errors import CANCELLED
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write._llm_stream import AnswerReader
@@ -408,7 +409,7 @@ def begin(request: Any) -> Exchange | None:
         url = request.url
         route = recognise(request.method, url.host, url.path, functools.partial(_content, request))
         if route is None:
-            return None
+            return _mcp_capture.begin(request, _content(request))  # type: ignore[return-value]
         content = _content(request)
         ctx = current_context() or new_context()
         attempt, key = _attempt(request, ctx.test_id, url.path, content)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import re
 import threading
@@ -70,6 +71,7 @@ _ANSWER_MARKERS: dict[str, tuple[bytes, ...]] = {
     "generate_content": (b'"functionCall"',),
 }
 _SKIP = re.compile(r"[\s,]*")
+_unnamed = itertools.count(1)
 _DECODER = json.JSONDecoder()
 
 
@@ -312,7 +314,7 @@ def _messages_event(t: AnswerTools, event: dict) -> None:
     kind = event.get("type")
     if kind == "content_block_start":
         block = _d(event.get("content_block"))
-        if block.get("type") in ("tool_use", "server_tool_use"):
+        if block.get("type") == "tool_use":  # not server_tool_use: Anthropic runs those itself
             asked = t._call(event.get("index"), block.get("id"), block.get("name"))
             if asked is not None and block.get("input"):
                 asked.add_args(_dumped(block["input"]), whole=True)
@@ -328,7 +330,7 @@ def _messages_event(t: AnswerTools, event: dict) -> None:
 
 def _messages_body(t: AnswerTools, body: dict) -> None:
     for n, block in enumerate(_dicts(body.get("content"))):
-        if block.get("type") in ("tool_use", "server_tool_use"):
+        if block.get("type") == "tool_use":
             asked = t._call(n, block.get("id"), block.get("name"))
             if asked is not None:
                 asked.add_args(_dumped(block.get("input") or {}), whole=True)
@@ -578,6 +580,8 @@ class Memory:
                     self.pending[key] = pending
                     self.pending.move_to_end(key)
                 elif call.name is not None:
+                    # No id (Gemini): paired by name in order; the lines get an id of cvdiag's.
+                    call.call_id = pending.call_id = f"{call.name[:40]}#{next(_unnamed)}"
                     queue = self.by_name.setdefault((test_id, call.name), deque())
                     queue.append(pending)
                     self._wait(test_id, 1)

@@ -35,7 +35,7 @@ from cvdiag.contract.schema import (
 from cvdiag.write import config
 from cvdiag.write._caps import render_capped
 from cvdiag.write._writer import Writer
-from cvdiag.write.context import current_context, resolve_slug
+from cvdiag.write.context import RequestContext, bind, current_context, resolve_slug, unbind
 from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree
 from cvdiag.write.sinks import FileSink, Sink, StdoutSink
 
@@ -402,6 +402,26 @@ def emit(
     Never raises into the caller (except in strict mode) and never blocks.
     """
     emit_edge(boundary, metadata, outcome=outcome, duration_ms=duration_ms, edge_headers=None)
+
+
+def emit_as(
+    ctx: RequestContext,
+    boundary: str,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    outcome: str | None = None,
+    duration_ms: int | None = None,
+) -> None:
+    """``emit`` bound to ``ctx``: a line of that request written from another thread or task
+    (an answer read later, an MCP transport's own task)."""
+    if current_context() is ctx:
+        emit(boundary, metadata, outcome=outcome, duration_ms=duration_ms)
+        return
+    token = bind(ctx)
+    try:
+        emit(boundary, metadata, outcome=outcome, duration_ms=duration_ms)
+    finally:
+        unbind(token)
 
 
 def emit_edge(

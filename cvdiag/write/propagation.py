@@ -27,6 +27,7 @@ import contextvars
 import functools
 import importlib
 import os
+import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, ParamSpec, TypeVar
 
@@ -172,7 +173,9 @@ def is_instrumented() -> bool:
 
 def instrument_httpx(*, llm: bool | None = None, heartbeat_s: float | None = None) -> bool:
     """Make every httpx and httpx2 client, existing or future, send the allow-listed headers
-    and report the LLM calls it makes (backend.llm.call.*, see docs/propagation.md).
+    and report the LLM calls it makes (backend.llm.call.*, see docs/propagation.md), the tool
+    calls those carry and MCP tool calls, over HTTP and through the ``mcp`` SDK's
+    ``ClientSession`` (backend.tool.call.*).
 
     ``llm=False`` keeps propagation only; by default LLM recognition is on unless the
     environment says ``CVDIAG_LLM_CAPTURE=0``. ``heartbeat_s`` sets the interval of the
@@ -188,8 +191,10 @@ def instrument_httpx(*, llm: bool | None = None, heartbeat_s: float | None = Non
         _instrumented.llm_capture = llm_capture
         if heartbeat_s is not None:
             llm_capture.set_heartbeat_s(heartbeat_s)
+        llm_capture._mcp_capture.install_session()  # MCP tool calls of the mcp SDK's sessions (stdio)
     else:
         _instrumented.llm_capture = None
+        _uninstall_mcp_session()
     if _instrumented.classes:
         return False
     for cls in _client_classes():
@@ -202,6 +207,12 @@ def instrument_httpx(*, llm: bool | None = None, heartbeat_s: float | None = Non
     return True
 
 
+def _uninstall_mcp_session() -> None:
+    mcp_capture = sys.modules.get("cvdiag.write._mcp_capture")
+    if mcp_capture is not None:  # not imported: never installed
+        mcp_capture.uninstall_session()
+
+
 def uninstrument_httpx() -> None:
     """Undo ``instrument_httpx()``: restore the original ``send`` methods.
 
@@ -210,6 +221,7 @@ def uninstrument_httpx() -> None:
     passes requests through untouched because it checks that propagation is installed.
     """
     _instrumented.llm_capture = None
+    _uninstall_mcp_session()
     while _instrumented.classes:
         cls, original = _instrumented.classes.pop()
         if getattr(cls.__dict__.get("send"), _MARK, None) is original:
