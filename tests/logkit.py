@@ -17,6 +17,10 @@ TID_OK = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e01"
 TID_ABORT = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e02"
 TID_ERROR = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e03"
 TID_HARNESS = "d4-agno-1234"
+TID_TOOL = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e05"
+TID_TOOL_OK = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e06"
+#: The excerpt of the failed MCP tool call in ``tool_failure``.
+TOOL_EXCERPT = "Unknown city: Atlantis"
 
 
 def ts(seconds: float) -> str:
@@ -109,6 +113,48 @@ def happy(test_id: str = TID_OK, start: float = 0.0) -> list[dict[str, Any]]:
             metadata={"http_status": 200, "content_length": 900, "total_duration_ms": 610, "sse_event_count": 7},
         ),
     ]
+
+
+def _tool(test_id: str, at: float, name: str, call_id: str, ms: int, *, source: str, server: str | None = None,
+          failed: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    call = {"tool_name": name, "call_id": call_id, "source": source, "server": server}
+    ended = {"result_chars": 0 if failed else 64, "error_kind": "protocol" if failed else None,
+             "error_excerpt": TOOL_EXCERPT if failed else None}  # fmt: skip
+    return [
+        envelope(test_id, "backend.tool.call.start", at, metadata=call | {"args_chars": 18, "args_hash": "3f2a9c10"}),
+        envelope(test_id, "backend.tool.call.response", at + ms / 1000, outcome="err" if failed else "ok",
+                 duration_ms=ms, metadata=call | ended),
+    ]  # fmt: skip
+
+
+def _answer(test_id: str, at: float, tools: list[str]) -> list[dict[str, Any]]:
+    model = {"provider": "openai", "model": "gpt-4o-mini", "client": "httpx", "source": "http"}
+    said = {"latency_ms": 300, "http_status": 200, "output_chars": 120, "completion_tokens": 30,
+            "finish_reason": "tool_calls" if tools else "stop", "tool_calls": len(tools),
+            "tool_names": tools or None}  # fmt: skip
+    return [
+        envelope(test_id, "backend.llm.call.start", at, metadata=model),
+        envelope(test_id, "backend.llm.call.response", at + 0.3, outcome="ok", duration_ms=300, metadata=model | said),
+    ]
+
+
+def tool_failure(test_id: str = TID_TOOL, start: float = 4.0, *, failed: bool = True) -> list[dict[str, Any]]:
+    """An agent whose MCP tool ``forecast`` answers with an error the model is handed
+    (``failed``; else it works), then answers anyway: HTTP 200, every exchange healthy."""
+    return [
+        envelope(test_id, "backend.request.ingress", start, metadata={"method": "POST", "path": "/chat"}),
+        envelope(test_id, "backend.agent.enter", start + 0.01, metadata={"agent_name": "weather", "model_id": None}),
+        *_answer(test_id, start + 0.02, ["forecast", "clock"]),
+        *_tool(test_id, start + 0.33, "forecast", "call_fc1", 240, source="mcp", server="weather", failed=failed),
+        *_tool(test_id, start + 0.34, "clock", "call_ck1", 20, source="wire"),
+        *_answer(test_id, start + 0.6, []),
+        envelope(test_id, "backend.sse.first_byte", start + 0.91, outcome="ok",
+                 metadata={"delta_ms_from_ingress": 910}),
+        envelope(test_id, "backend.agent.exit", start + 0.95, outcome="ok", duration_ms=940,
+                 metadata={"terminal_outcome": "ok", "total_duration_ms": 940}),
+        envelope(test_id, "backend.response.complete", start + 0.96, outcome="ok", duration_ms=960,
+                 metadata={"http_status": 200, "content_length": 700, "total_duration_ms": 960, "sse_event_count": 5}),
+    ]  # fmt: skip
 
 
 def aborted(test_id: str = TID_ABORT, start: float = 1.0) -> list[dict[str, Any]]:

@@ -522,3 +522,36 @@ def test_order_of_arrival_does_not_change_an_agent_verdict():
             rng.shuffle(shuffled)
             got = diagnose(shuffled, thresholds)
             assert (got.cls, got.reason) == (expected.cls, expected.reason), cls
+
+
+def test_an_orphaned_call_that_answered_long_after_the_hang_up_is_still_the_hang_up():
+    events = _orphaned(1.0, 5)  # no heartbeat: it answered instead, 40 s after it started
+    answered = {"provider": "openai", "model": "gpt-4o", "latency_ms": 40000, "output_chars": 900}
+    events.append(_at("backend.llm.call.response", 40.1, answered, outcome="ok", duration_ms=40000))
+    got = diagnose(events)
+    assert got.cls == "client-disconnect", got.reason
+    assert got.reason.endswith("its LLM call was left running after the client had gone.")
+
+
+def test_agent_error_quotes_the_agents_message():
+    exit_md = {"terminal_outcome": "error", "total_duration_ms": 90, "error_class": "ValueError",
+               "error_message": "no forecast for the moon"}  # fmt: skip
+    events = [
+        _at("backend.agent.enter", 0.0, {"agent_name": "weather", "model_id": None}),
+        _at("backend.agent.exit", 0.1, exit_md, outcome="err"),
+        *_done(0.2),
+    ]
+    assert diagnose(events).reason == (
+        "Agent weather exited with terminal_outcome error, raising ValueError ('no forecast for the moon'); "
+        "the response still completed with HTTP 200."
+    )
+
+
+def test_a_call_cancelled_as_the_client_left_is_not_left_running():
+    events = _orphaned(1.0, 5)
+    cancelled = {"provider": "openai", "model": "gpt-4o", "latency_ms": 950, "error_class": "CancelledError"}
+    events.append(_at("backend.llm.call.response", 1.05, cancelled, outcome="timeout", duration_ms=950))
+    events.append(_at("backend.llm.call.heartbeat", 1.3, {"elapsed_ms_since_start": 1200}))  # in flight as it left
+    got = diagnose(events)
+    assert got.cls == "client-disconnect" and "left running" not in got.reason, got.reason
+    assert "its LLM call was cancelled" in got.reason

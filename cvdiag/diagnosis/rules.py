@@ -175,24 +175,31 @@ def context_overflow(ev: Evidence, th: Thresholds, log_end: float | None, facts:
     return Finding(0.9, f"The prompt did not fit the model's context window{said}.")
 
 
-@_rule("llm-auth")
-def llm_auth(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
-    refused = _refused(ev, "llm-auth", AUTH_STATUSES)
+def _refusal(ev: Evidence, cls: str, statuses: frozenset[int], confidence: float, sentence: str) -> Finding | None:
+    """``sentence`` with what the provider said in it (``{said}``), when it refused with ``statuses``."""
+    refused = _refused(ev, cls, statuses)
     if refused is None:
         return None
-    said = _provider_said(ev, *refused)
-    return Finding(0.95, f"The LLM provider refused the credentials{said}: check the API key and its permissions.")
+    return Finding(confidence, sentence.format(said=_provider_said(ev, *refused)))
+
+
+@_rule("llm-auth")
+def llm_auth(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    return _refusal(
+        ev,
+        "llm-auth",
+        AUTH_STATUSES,
+        0.95,
+        "The LLM provider refused the credentials{said}: check the API key and its permissions.",
+    )
 
 
 @_rule("llm-config")
 def llm_config(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
-    refused = _refused(ev, "llm-config", CONFIG_STATUSES)
-    if refused is None:
-        return None
-    said = _provider_said(ev, *refused)
-    return Finding(
-        0.9, f"The LLM provider rejected the request{said}: check the model name and the request's parameters."
-    )
+    return _refusal(
+        ev, "llm-config", CONFIG_STATUSES, 0.9,
+        "The LLM provider rejected the request{said}: check the model name and the request's parameters.",
+    )  # fmt: skip
 
 
 @_rule("llm-error")
@@ -312,16 +319,23 @@ def _hang_up(ev: Evidence) -> tuple[str, int] | None:
     return min(dated, key=lambda pair: pair[1]) if dated else None
 
 
+#: A sign of life this long after the client hung up is an orphan's: a heartbeat or a
+#: cancellation in flight as the client left is not.
+_ORPHAN_AFTER_S = 1.0
+
+
 def _orphaned(ev: Evidence, th: Thresholds) -> float | None:
-    """The LLM call the client left behind: it still showed signs of life after the client
-    hung up, and it was younger than ``slow_s`` when that happened (a client that gave up
-    on a slow call makes the call the cause). Its last heartbeat's elapsed ms (or 0.0)."""
+    """The LLM call the client left behind: it still showed signs of life (a heartbeat, an
+    ok answer, a new call) a while after the client hung up, and it was younger than
+    ``slow_s`` when that happened (a client that gave up on a slow call makes the call the
+    cause). Its last heartbeat's elapsed ms (or 0.0)."""
     hang = _hang_up(ev)
     start = ev.llm_last_start_key
     if hang is None or start is None:
         return None
     _, at = hang
-    signs = [k for k in (ev.heartbeat_last_key, ev.llm_last_response_key, start) if k is not None and k > at]
+    after = key_seconds(at) + _ORPHAN_AFTER_S
+    signs = [k for k in (ev.heartbeat_last_key, ev.llm_last_ok_key, start) if k is not None and key_seconds(k) >= after]
     if not signs or (start <= at and key_seconds(at) - key_seconds(start) >= th.slow_s):
         return None
     return ev.heartbeat_max or 0.0

@@ -29,6 +29,19 @@ def github_property(text: str) -> str:
     return printable(text.translate(_PROPERTY))
 
 
+def _tool_error(row: Mapping[str, Any], verdicts: Mapping[str, Any]) -> str | None:
+    """``forecast (mcp, server weather) protocol: 'Unknown city'``: the failed tool call
+    the diagnosis found, if it found one."""
+    v = verdicts.get(row["test_id"])
+    facts = v.get("evidence") if isinstance(v, Mapping) else None
+    tool = facts.get("tool_error") if isinstance(facts, Mapping) else None
+    if not isinstance(tool, Mapping):
+        return None
+    where = ", ".join(str(p) for p in (tool.get("source"), tool.get("server") and f"server {tool['server']}") if p)
+    excerpt = f": {tool['excerpt']!r}" if tool.get("excerpt") else ""
+    return f"{tool.get('tool')}" + (f" ({where})" if where else "") + f" {tool.get('kind') or 'failed'}{excerpt}"
+
+
 def _verdict(row: Mapping[str, Any], verdicts: Mapping[str, Any]) -> tuple[str, str]:
     """(class, reason) of a failed test; the terminal state when it was not diagnosed."""
     v = verdicts.get(row["test_id"])
@@ -74,10 +87,16 @@ def junit_xml(rows: Sequence[Mapping[str, Any]], verdicts: Mapping[str, Any], hi
             continue
         cls, reason = (printable(x) for x in _verdict(row, verdicts))
         props = ET.SubElement(case, "properties")
-        for name, value in (("cvdiag_test_id", tid), ("cvdiag_class", cls), ("cvdiag_reason", reason)):
+        tool = _tool_error(row, verdicts)
+        named = [("cvdiag_test_id", tid), ("cvdiag_class", cls), ("cvdiag_reason", reason)]
+        if tool is not None:
+            named.append(("cvdiag_tool_error", printable(tool)))
+        for name, value in named:
             ET.SubElement(props, "property", name=name, value=value)
         failure = ET.SubElement(case, "failure", type=cls, message=reason or cls)
         details = [reason, f"test id: {tid}", f"slug: {printable(row['slug'])}", f"terminal: {row['terminal']}"]
+        if tool is not None:
+            details.append(f"tool: {printable(tool)}")
         if row["test_id"] in hints:
             details.append(f"next: {printable(hints[row['test_id']])}")
         failure.text = "\n".join(details)

@@ -12,7 +12,7 @@ from typing import Any
 
 from cvdiag.contract.schema import FAILURE_OUTCOMES
 from cvdiag.face.render import DIM, FAIL, OK, WARN, Column, Out, ms, offset, one_utc_date, unique_prefixes
-from cvdiag.read import correlate
+from cvdiag.read import correlate, toolcalls
 from cvdiag.read.jsonout import dumps
 
 #: A gap between two events of a timeline longer than this gets its own row.
@@ -65,6 +65,9 @@ def tests_summary(out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | No
 
 
 def _details(env: dict[str, Any]) -> str:
+    tool = toolcalls.describe(env)
+    if tool is not None:  # the tool, where it ran and how it failed, before any number
+        return _cut(tool)
     parts = []
     md = env.get("metadata")
     for k, v in md.items() if isinstance(md, dict) else ():
@@ -75,7 +78,10 @@ def _details(env: dict[str, Any]) -> str:
     for k, v in edges.items() if isinstance(edges, dict) else ():
         if v is not None:
             parts.append(f"{k}={v}")
-    text = " ".join(parts)
+    return _cut(" ".join(parts))
+
+
+def _cut(text: str) -> str:
     return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
 
 
@@ -136,16 +142,42 @@ def timeline(out: Out, tl: correlate.Timeline, d: Any) -> None:
     if d is not None:
         out.line(f"verdict: {d.cls} (confidence {d.confidence:.2f})", OK if d.cls == "ok" else FAIL)
         out.prose(d.reason, indent="  ")
+    tool_calls(out, toolcalls.tool_calls(envs))
     rows = list(_timeline_rows(tl.entries))
     if rows:
         out.table(_TIMELINE_COLUMNS, [r for r, _ in rows], [s for _, s in rows])
 
 
+_TOOL_COLUMNS = [
+    Column("tool", keep=True, min_width=8),
+    Column("source", rank=2),
+    Column("server", rank=3),
+    Column("outcome", keep=True),
+    Column("duration", right=True, rank=1),
+    Column("error", keep=True, min_width=12),
+]
+
+
+def tool_calls(out: Out, calls: list[toolcalls.ToolCall]) -> None:
+    """A test's tool calls, failed first: what ran where, how it ended, the error's excerpt."""
+    if not calls:
+        return
+    out.line(f"tool calls: {toolcalls.summary(calls)}", FAIL if any(c.failed for c in calls) else None)
+    shown = sorted(calls, key=lambda c: not c.failed)[: toolcalls.MAX_SHOWN]
+    rows = [[c.name, c.source or "", c.server or "", c.outcome, ms(c.duration_ms), c.failure()] for c in shown]
+    out.table(_TOOL_COLUMNS, rows, [FAIL if c.failed else None for c in shown])
+    if len(calls) > len(shown):
+        out.line(f"... {len(calls) - len(shown)} more tool calls", DIM)
+    out.line()
+
+
 def timeline_json(tl: correlate.Timeline, d: Any, with_logs: bool) -> dict[str, Any]:
-    """``timeline --json``: the verdict, the envelopes, breadcrumbs and (asked for) log lines."""
+    """``timeline --json``: the verdict, the tool calls, the envelopes, breadcrumbs and (asked
+    for) log lines."""
     doc: dict[str, Any] = {
         "test_id": tl.test_id,
         "diagnosis": d.to_json() if d is not None else None,
+        "tool_calls": [c.to_json() for c in toolcalls.tool_calls(tl.envelopes)],
         "events": tl.envelopes,
         "breadcrumbs": [e.data for e in tl.entries if e.kind == "breadcrumb"],
     }
@@ -199,12 +231,13 @@ def verdicts(out: Out, found: list[dict[str, Any]]) -> None:
 
 def comparison(out: Out, result: Any, found: list[Any]) -> None:
     """Both tests' verdicts (``found``: A's, B's), the first divergence, and the aligned steps."""
-    for name, tid, d, total in (
-        ("A", result.a_id, found[0], result.a_duration_ms),
-        ("B", result.b_id, found[1], result.b_duration_ms),
+    for name, tid, d, total, calls in (
+        ("A", result.a_id, found[0], result.a_duration_ms, result.a_tools),
+        ("B", result.b_id, found[1], result.b_duration_ms, result.b_tools),
     ):
         cls = d.cls if d is not None else "-"
-        out.line(f"{name} {tid}  {cls}  {ms(total)}", "bold" if cls == "ok" else FAIL)
+        tools = f"  {toolcalls.summary(calls)}" if calls else ""
+        out.line(f"{name} {tid}  {cls}  {ms(total)}{tools}", "bold" if cls == "ok" else FAIL)
     first = result.divergence_index
     if first is None:
         out.line("no divergence: same boundaries, outcomes and timing", OK)

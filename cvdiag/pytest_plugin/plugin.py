@@ -27,7 +27,7 @@ from cvdiag.contract.schema import TEST_ID_HEADER, is_accounting
 from cvdiag.contract.timestamps import parse_ts
 from cvdiag.diagnosis import diagnose
 from cvdiag.face.render import printable
-from cvdiag.read import correlate
+from cvdiag.read import correlate, toolcalls
 from cvdiag.read.sources import InputError, resolve_sources
 from cvdiag.testing import capture
 from cvdiag.write import config as _config
@@ -42,6 +42,8 @@ TEST_ENV_LABEL = "test"
 DEFAULT_TEST_TIER = "debug"
 #: A report section lists at most this many timeline rows (the rest is counted).
 TIMELINE_MAX_ROWS = 200
+#: ... and at most this many tool calls, the failed ones first.
+TOOL_CALLS_MAX_ROWS = 10
 _METADATA_TEXT_MAX = 120
 
 _INSTALLED = pytest.StashKey[bool]()
@@ -480,6 +482,22 @@ def _timeline(entries: list[dict[str, Any]]) -> list[str]:
     return rows
 
 
+def _tool_lines(envelopes: list[dict[str, Any]]) -> list[str]:
+    """``tool calls: 2 tool calls, 1 failed: forecast (protocol)`` and a line per call,
+    failed first: the tool, where it ran, how it ended, its error's excerpt."""
+    calls = toolcalls.tool_calls(sorted(envelopes, key=_order_key))
+    if not calls:
+        return []
+    lines = [f"tool calls: {toolcalls.summary(calls)}"]
+    for call in sorted(calls, key=lambda c: not c.failed)[:TOOL_CALLS_MAX_ROWS]:
+        took = f" {call.duration_ms:.0f}ms" if call.duration_ms is not None else ""
+        failure = call.failure()
+        lines.append(f"  {call.label()} {call.outcome}{took}" + (f" {failure}" if failure else ""))
+    if len(calls) > TOOL_CALLS_MAX_ROWS:
+        lines.append(f"  ... {len(calls) - TOOL_CALLS_MAX_ROWS} more tool calls")
+    return lines
+
+
 def _failure_section(config: pytest.Config, state: _TestState) -> str:
     in_process: list[dict[str, Any]] = []
     if state.envelopes is not None:
@@ -497,6 +515,7 @@ def _failure_section(config: pytest.Config, state: _TestState) -> str:
         where = "in-process" + (f" or in {', '.join(logs)}" if logs else "")
         lines.append(f"diagnosis: none (no envelope with this id {where})")
         state.verdict = state.verdict or ("none", f"no envelope with this id {where}")
+    lines.extend(_tool_lines(envelopes))
     sources = ["in-process", *logs]
     lines.append(f"timeline ({len(in_process) + len(from_logs)} events from {', '.join(sources)}):")
     lines.extend(_timeline(in_process + from_logs))

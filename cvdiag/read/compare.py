@@ -27,6 +27,7 @@ from typing import Any
 
 from cvdiag.contract.schema import FAILURE_OUTCOMES
 from cvdiag.contract.timestamps import parse_ts
+from cvdiag.read.toolcalls import ToolCall, is_tool_line, tool_calls
 
 #: A time difference counts when the longer side is at least this long (ms) ...
 SIGNIFICANT_MS = 1000
@@ -50,6 +51,7 @@ _LABELS = {
 #: Metadata keys that say why an outcome was what it was, most telling first.
 _DETAIL_KEYS = (
     "http_status",
+    "error_kind",
     "error_type",
     "error_class",
     "exception_type",
@@ -144,6 +146,9 @@ class Comparison:
     steps: tuple[Step, ...]
     a_duration_ms: int | None
     b_duration_ms: int | None
+    #: Each test's tool calls (``read.toolcalls``), in time order.
+    a_tools: tuple[ToolCall, ...] = ()
+    b_tools: tuple[ToolCall, ...] = ()
 
     @property
     def divergence_index(self) -> int | None:
@@ -161,8 +166,18 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         i = self.divergence_index
         return {
-            "a": {"test_id": self.a_id, "events": _count(self.steps, "a"), "duration_ms": self.a_duration_ms},
-            "b": {"test_id": self.b_id, "events": _count(self.steps, "b"), "duration_ms": self.b_duration_ms},
+            "a": {
+                "test_id": self.a_id,
+                "events": _count(self.steps, "a"),
+                "duration_ms": self.a_duration_ms,
+                "tool_calls": [c.to_json() for c in self.a_tools],
+            },
+            "b": {
+                "test_id": self.b_id,
+                "events": _count(self.steps, "b"),
+                "duration_ms": self.b_duration_ms,
+                "tool_calls": [c.to_json() for c in self.b_tools],
+            },
             "first_divergence": None
             if i is None
             else {"index": i, "boundary": self.steps[i].boundary, "reason": self.steps[i].differences[0]},
@@ -181,15 +196,20 @@ def _seconds(env: Mapping[str, Any]) -> float:
         return float("nan")
 
 
+def _order(env: Mapping[str, Any]) -> tuple[float, int]:
+    t = _seconds(env)
+    mono = env.get("mono_ns")
+    return (float("inf") if t != t else t, mono if isinstance(mono, int) else 0)
+
+
+def _in_order(envelopes: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One test's envelopes that name a boundary, in time order."""
+    return sorted((e for e in envelopes if isinstance(e.get("boundary"), str)), key=_order)
+
+
 def _sides(envelopes: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[str, int]], list[Side], int | None]:
     """(keys, sides, duration in ms) of one test's events in time order."""
-
-    def order(env: Mapping[str, Any]) -> tuple[float, int]:
-        t = _seconds(env)
-        mono = env.get("mono_ns")
-        return (float("inf") if t != t else t, mono if isinstance(mono, int) else 0)
-
-    ordered = sorted((e for e in envelopes if isinstance(e.get("boundary"), str)), key=order)
+    ordered = _in_order(envelopes)
     times = [_seconds(e) for e in ordered]
     known = [t for t in times if t == t]
     start = known[0] if known else 0.0
@@ -199,7 +219,7 @@ def _sides(envelopes: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[str, int]
     previous = start
     for env, t in zip(ordered, times, strict=True):
         t = previous if t != t else t  # an unreadable time stays where it was logged
-        boundary = env["boundary"]
+        boundary = _step_name(env)
         n = seen.get(boundary, 0)
         seen[boundary] = n + 1
         keys.append((boundary, n))
@@ -207,6 +227,18 @@ def _sides(envelopes: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[str, int]
         previous = max(previous, t)
     duration = round((known[-1] - start) * 1000) if known else None
     return keys, sides, duration
+
+
+def _step_name(env: Mapping[str, Any]) -> str:
+    """The boundary, and for a tool line the tool: the n-th call of a tool in A pairs with
+    the n-th call of the same tool in B, whatever other tools ran in between."""
+    boundary = env["boundary"]
+    if is_tool_line(env):
+        md = env.get("metadata")
+        name = md.get("tool_name") if isinstance(md, Mapping) else None
+        if isinstance(name, str) and name:
+            return f"{boundary} {name}"
+    return boundary
 
 
 def _significant(x_ms: float, y_ms: float) -> bool:
@@ -274,6 +306,8 @@ def compare(
         steps=tuple(steps),
         a_duration_ms=a_ms,
         b_duration_ms=b_ms,
+        a_tools=tuple(tool_calls(_in_order(a_env))),
+        b_tools=tuple(tool_calls(_in_order(b_env))),
     )
 
 

@@ -420,6 +420,7 @@
       item(function (s) { s.appendChild(sv("line", { x1: 9, x2: 9, y1: 2, y2: 12, class: "tick", stroke: "var(--muted)", "stroke-width": 2 })); }, "SSE event / heartbeat"),
       item(function (s) { s.appendChild(sv("path", { d: "M3 3 L15 3 L9 12 Z", fill: "var(--fg)" })); }, "first token / first byte"),
       item(function (s) { s.appendChild(sv("rect", { x: 1, y: 2, width: 16, height: 10, fill: "url(#hatch-err)", stroke: "var(--err)" })); }, "failed bar"),
+      item(function (s) { s.appendChild(sv("rect", { x: 1, y: 2, width: 16, height: 10, fill: "var(--tool)", opacity: "0.55" })); }, "tool call"),
       item(function (s) { s.appendChild(sv("rect", { x: 1, y: 1, width: 16, height: 12, fill: "url(#silence)" })); }, "silence over 1 s")
     ]);
   }
@@ -431,18 +432,26 @@
   }
 
   // Rows of a lane, by boundary family. Terminals and their starts share the request row.
-  var ROW_ORDER = ["request", "agent", "llm", "stream", "page", "other"];
-  var ROW_NAMES = { request: "request", agent: "agent", llm: "LLM", stream: "stream", page: "page", other: "other" };
+  var ROW_ORDER = ["request", "agent", "llm", "tool", "stream", "page", "other"];
+  var ROW_NAMES = { request: "request", agent: "agent", llm: "LLM", tool: "calls", stream: "stream", page: "page", other: "other" };
   var STARTS = { "backend.request.ingress": "request", "aimock.request.ingress": "request", "probe.start": "request",
-    "backend.agent.enter": "agent", "backend.llm.call.start": "llm" };
+    "backend.agent.enter": "agent", "backend.llm.call.start": "llm", "backend.tool.call.start": "tool" };
   var ENDS = { "backend.response.complete": "request", "backend.sse.aborted": "request", "backend.error.caught": "request",
     "aimock.response.complete": "request", "aimock.response.aborted": "request", "probe.exit": "request",
-    "backend.agent.exit": "agent", "backend.llm.call.response": "llm" };
+    "backend.agent.exit": "agent", "backend.llm.call.response": "llm", "backend.tool.call.response": "tool" };
+  // Tool calls get a lane of their own, under the backend's: what the agent's tools did.
+  var TOOLS_LANE = "tools";
+  function laneOf(ev) { var b = S[ev[E.boundary]]; return b.indexOf("backend.tool.") === 0 ? TOOLS_LANE : S[ev[E.layer]]; }
+  function laneRank(layer) {
+    var i = layer === TOOLS_LANE ? META.layers.indexOf("backend") + 0.5 : META.layers.indexOf(layer);
+    return i < 0 ? 99 : i;
+  }
   var TICKS = { "backend.sse.event": 1, "probe.sse.event": 1, "aimock.sse.chunk": 1, "backend.llm.call.heartbeat": 1 };
   function rowOf(b) {
     if (STARTS[b]) return STARTS[b];
     if (ENDS[b]) return ENDS[b];
     if (b.indexOf(".llm.") >= 0) return "llm";
+    if (b.indexOf(".tool.") >= 0) return "tool";
     if (b.indexOf(".agent.") >= 0) return "agent";
     if (b.indexOf(".sse.") >= 0 || b.indexOf("chunk") >= 0 || b.indexOf("response.start") >= 0) return "stream";
     if (b.indexOf("probe.") === 0) return b.indexOf("network") >= 0 ? "request" : "page";
@@ -455,13 +464,17 @@
   function bars(evs, tEnd) {
     var open = {}, out = [];
     evs.forEach(function (ev, i) {
-      var b = S[ev[E.boundary]], layer = S[ev[E.layer]];
+      var b = S[ev[E.boundary]], layer = laneOf(ev);
       if (STARTS[b]) { var k = layer + "/" + STARTS[b]; (open[k] = open[k] || []).push(i); return; }
       if (!ENDS[b]) return;
       var key = layer + "/" + ENDS[b], starts = open[key] || [], t = ev[E.t], dur = ev[E.duration_ms];
       if (b === "backend.error.caught" && !starts.length) return; // a follow-up of a terminal: a marker only
-      var s = null;
-      if (starts.length) {
+      var s = null, callId = (ev[E.metadata] || {}).call_id, same = -1;
+      // a tool call's start is the one of its call id (calls run side by side)
+      if (callId) for (var c = 0; c < starts.length; c++) if ((evs[starts[c]][E.metadata] || {}).call_id === callId) same = c;
+      if (same >= 0) {
+        s = starts.splice(same, 1)[0];
+      } else if (starts.length) {
         // the start nearest to where the end says it began (t - duration), else the latest
         var want = typeof dur === "number" ? t - dur : t, best = starts.length - 1;
         for (var j = 0; j < starts.length; j++) if (Math.abs(evs[starts[j]][E.t] - want) < Math.abs(evs[starts[best]][E.t] - want)) best = j;
@@ -472,7 +485,7 @@
     });
     for (var k in open) open[k].forEach(function (s) {
       var ev = evs[s];
-      out.push({ row: STARTS[S[ev[E.boundary]]], layer: S[ev[E.layer]], t0: ev[E.t], t1: tEnd, start: s, end: null, outcome: "open", open: true });
+      out.push({ row: STARTS[S[ev[E.boundary]]], layer: laneOf(ev), t0: ev[E.t], t1: tEnd, start: s, end: null, outcome: "open", open: true });
     });
     return out;
   }
@@ -489,6 +502,12 @@
         : md.error_class || md.error_type || "";
       return a + " \u00b7 " + dur + (why ? " \u00b7 " + why : "");
     }
+    if (bar.row === "tool") {
+      var server = md.server || start.server, where = [md.source || start.source, server ? "server " + server : ""].filter(Boolean).join(", ");
+      var failed = bar.outcome === "err" || (bar.outcome === "timeout" && md.error_kind);
+      return (md.tool_name || start.tool_name || "tool") + (where ? " (" + where + ")" : "") + " \u00b7 " + dur +
+        (failed ? " \u00b7 " + (md.error_kind || bar.outcome) + (md.error_excerpt ? ": " + md.error_excerpt : "") : "");
+    }
     if (bar.row === "agent") return (start.agent_name || "agent") + " \u00b7 " + dur + (md.terminal_outcome && md.terminal_outcome !== "ok" ? " \u00b7 " + md.terminal_outcome : "");
     if (/\.aborted$/.test(b)) return "aborted " + (md.termination_kind || "") + " after " + (md.bytes_before_abort !== undefined ? md.bytes_before_abort + " B, " : "") + dur;
     if (b === "backend.error.caught") return "error " + (md.exception_type || "") + " \u00b7 " + dur;
@@ -502,7 +521,7 @@
   function barFill(bar) {
     if (bar.outcome === "err") return "url(#hatch-err)";
     if (bar.outcome === "timeout") return "var(--timeout)";
-    return bar.row === "llm" ? "var(--llm)" : bar.row === "agent" ? "var(--agent)" : "var(--req)";
+    return bar.row === "llm" ? "var(--llm)" : bar.row === "agent" ? "var(--agent)" : bar.row === "tool" ? "var(--tool)" : "var(--req)";
   }
 
   function niceStep(span, px) {
@@ -524,17 +543,14 @@
     var all = bars(evs, tMax - span * 0.02);
     // lanes: layers present, in the contract's order, then any other
     var layers = [];
-    evs.forEach(function (ev) { var l = S[ev[E.layer]]; if (layers.indexOf(l) < 0) layers.push(l); });
-    layers.sort(function (a, b) {
-      var ia = META.layers.indexOf(a), ib = META.layers.indexOf(b);
-      return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || (a < b ? -1 : 1);
-    });
+    evs.forEach(function (ev) { var l = laneOf(ev); if (layers.indexOf(l) < 0) layers.push(l); });
+    layers.sort(function (a, b) { return laneRank(a) - laneRank(b) || (a < b ? -1 : 1); });
     // rows per lane; LLM bars that overlap in time go on separate rows (retries sit side by side)
     var layout = [], y = 34, RH = 26;
     var rowY = {};
     layers.forEach(function (layer) {
       var used = {};
-      evs.forEach(function (ev) { if (S[ev[E.layer]] === layer) used[rowOf(S[ev[E.boundary]])] = 1; });
+      evs.forEach(function (ev) { if (laneOf(ev) === layer) used[rowOf(S[ev[E.boundary]])] = 1; });
       var laneTop = y, rows = [];
       ROW_ORDER.forEach(function (row) {
         if (!used[row]) return;
@@ -594,6 +610,8 @@
       var by = ry.y + b.track * RH + 4, bx = x(b.t0), bw = Math.max(2, x(b.t1) - bx);
       var label = barLabel(b, evs);
       var g = sv("g", { class: "bar bar-" + b.row, "data-outcome": b.outcome, "data-label": label });
+      // a tool call's bar shows its end event on hover (the failed call's excerpt)
+      if (b.row === "tool" && b.end !== null) g.setAttribute("data-tip-ev", String(b.end));
       g.appendChild(sv("rect", { x: bx, y: by, width: bw, height: RH - 8, rx: 3, fill: barFill(b), opacity: b.outcome === "err" ? "1" : "0.55",
         stroke: b.open ? "var(--fg)" : b.outcome === "err" ? "var(--err)" : "none", "stroke-dasharray": b.open ? "4 3" : null }));
       // Inside a wide bar, else after it, cut short of the next bar on the same track.
@@ -623,7 +641,7 @@
       return k;
     };
     evs.forEach(function (ev, i) {
-      var b = S[ev[E.boundary]], layer = S[ev[E.layer]], row = rowOf(b), ry = rowY[layer + "/" + row];
+      var b = S[ev[E.boundary]], layer = laneOf(ev), row = rowOf(b), ry = rowY[layer + "/" + row];
       if (!ry) return;
       var cy = ry.y + trackAt(layer, row, ev[E.t]) * RH + RH / 2, cx = x(ev[E.t]), outcome = S[ev[E.outcome]], m;
       if (TICKS[b]) {
@@ -651,12 +669,14 @@
       svg.appendChild(m);
     });
     svg.addEventListener("mousemove", function (e) {
-      var t = e.target.closest && e.target.closest("[data-ev]");
+      var t = e.target.closest && e.target.closest("[data-ev], [data-tip-ev]");
       if (!t) { tip.hidden = true; return; }
-      var ev = evs[+t.getAttribute("data-ev")];
+      var ev = evs[+(t.getAttribute("data-ev") || t.getAttribute("data-tip-ev"))];
       tip.textContent = "";
       tip.appendChild(el("b", {}, [S[ev[E.boundary]] + " \u00b7 " + S[ev[E.outcome]]]));
       tip.appendChild(el("div", {}, [plus(ev[E.t]) + (typeof ev[E.duration_ms] === "number" ? " \u00b7 took " + ms(ev[E.duration_ms]) : "")]));
+      var excerpt = (ev[E.metadata] || {}).error_excerpt;
+      if (excerpt) tip.appendChild(el("div", { class: "tip-error" }, [String(excerpt)]));
       var md = short(ev[E.metadata], 300);
       if (md) tip.appendChild(el("div", { class: "mono" }, [md]));
       tip.appendChild(el("div", { class: "muted" }, ["click for the envelope"]));

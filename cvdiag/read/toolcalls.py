@@ -1,0 +1,135 @@
+"""A test's tool calls from its ``backend.tool.call.start/response`` envelopes, paired by
+call id: what the faces (timeline, compare, the pytest report) show of them.
+
+The wire carries no arguments or results, only sizes, a hash and, for a failed call,
+its scrubbed excerpt: that is all there is to show. Read side; pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+START = "backend.tool.call.start"
+RESPONSE = "backend.tool.call.response"
+#: A timeline shows this many tool calls in its table; the rest are counted.
+MAX_SHOWN = 50
+_EXCERPT_CHARS = 120
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call: its name, where it was seen, how it ended (``open``: no response)."""
+
+    name: str
+    source: str | None
+    server: str | None
+    outcome: str
+    duration_ms: float | None
+    error_kind: str | None
+    excerpt: str | None
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "err" or (self.outcome == "timeout" and self.error_kind is not None)
+
+    @property
+    def where(self) -> str:
+        """``mcp, server weather``: where the call was seen."""
+        return ", ".join(p for p in (self.source, f"server {self.server}" if self.server else None) if p)
+
+    def label(self) -> str:
+        """``forecast (mcp, server weather)``."""
+        return f"{self.name} ({self.where})" if self.where else self.name
+
+    def failure(self) -> str:
+        """``protocol: 'Unknown city: Atlantis'``, or '' for a call that did not fail."""
+        if not self.failed:
+            return ""
+        excerpt = self.excerpt or ""
+        if len(excerpt) > _EXCERPT_CHARS:
+            excerpt = excerpt[: _EXCERPT_CHARS - 1] + "…"
+        kind = self.error_kind or self.outcome
+        return f"{kind}: {excerpt!r}" if excerpt else kind
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tool": self.name,
+            "source": self.source,
+            "server": self.server,
+            "outcome": self.outcome,
+            "duration_ms": self.duration_ms,
+            "error_kind": self.error_kind,
+            "error_excerpt": self.excerpt,
+        }
+
+
+def is_tool_line(envelope: Mapping[str, Any]) -> bool:
+    return envelope.get("boundary") in (START, RESPONSE)
+
+
+def tool_calls(envelopes: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
+    """The tool calls of one test's envelopes (in time order), a response paired with the
+    start of the same call id; a start never answered is ``open``."""
+    opened: dict[Any, Mapping[str, Any]] = {}
+    calls: list[ToolCall] = []
+    for env in envelopes:
+        boundary = env.get("boundary")
+        md = env.get("metadata")
+        if boundary not in (START, RESPONSE) or not isinstance(md, Mapping):
+            continue
+        call_id = md.get("call_id") if isinstance(md.get("call_id"), str) else id(env)
+        if boundary == START:
+            opened[call_id] = md
+            continue
+        opened.pop(call_id, None)
+        calls.append(_call(md, str(env.get("outcome") or "?"), _number(env.get("duration_ms"))))
+    calls += [_call(md, "open", None) for md in opened.values()]
+    return calls
+
+
+def _call(md: Mapping[str, Any], outcome: str, duration_ms: float | None) -> ToolCall:
+    return ToolCall(
+        name=_text(md.get("tool_name")) or "?",
+        source=_text(md.get("source")),
+        server=_text(md.get("server")),
+        outcome=outcome,
+        duration_ms=duration_ms,
+        error_kind=_text(md.get("error_kind")),
+        excerpt=_text(md.get("error_excerpt")),
+    )
+
+
+def summary(calls: list[ToolCall]) -> str:
+    """``3 tool calls, 1 failed: forecast (protocol)``."""
+    failed = [c for c in calls if c.failed]
+    opened = sum(c.outcome == "open" for c in calls)
+    text = f"{len(calls)} tool call" + ("" if len(calls) == 1 else "s")
+    if failed:
+        names = ", ".join(dict.fromkeys(f"{c.name} ({c.error_kind or c.outcome})" for c in failed))
+        text += f", {len(failed)} failed: {names}"
+    if opened:
+        text += f", {opened} never answered"
+    return text
+
+
+def describe(envelope: Mapping[str, Any]) -> str | None:
+    """A tool line's details for a timeline row: ``forecast (mcp, server weather)
+    protocol: 'Unknown city…'``; None for any other line."""
+    if not is_tool_line(envelope):
+        return None
+    md = envelope.get("metadata")
+    md = md if isinstance(md, Mapping) else {}
+    outcome = "info" if envelope.get("boundary") == START else str(envelope.get("outcome") or "?")
+    call = _call(md, outcome, None)
+    failure = call.failure()
+    return call.label() + (f" {failure}" if failure else "")

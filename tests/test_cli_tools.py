@@ -1,0 +1,125 @@
+"""Tool calls and agent-level classes where a user sees them: ``cvdiag tests``,
+``diagnose``, ``timeline``, ``compare``, the CI formats and the pytest failure report,
+each through the real command on a real file."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from cvdiag_cli import run
+from logkit import TID_OK, TID_TOOL, TID_TOOL_OK, TOOL_EXCERPT, compact, happy, tool_failure, write
+
+pytest_plugins = ["pytester"]
+
+REASON = (
+    f"Tool forecast (mcp, server weather) failed (protocol): '{TOOL_EXCERPT}'; 1 of 2 tool calls failed; "
+    "the response still completed with HTTP 200."
+)
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    envs = [*happy(), *tool_failure(), *tool_failure(TID_TOOL_OK, 6.0, failed=False)]
+    return write(tmp_path_factory.mktemp("tools") / "app.log", [f"CVDIAG {compact(e)}" for e in envs])
+
+
+def test_tests_names_the_tool_error_of_a_test_whose_http_was_healthy(log: Path) -> None:
+    result = run("tests", log, env={"NO_COLOR": "1"})
+    assert result.code == 0, result.err
+    rows = {line.split()[0]: line.split() for line in result.out.splitlines() if line.startswith("0190")}
+    assert rows[TID_TOOL][-1] == "tool-error" and rows[TID_TOOL][-3] == "complete"
+    assert rows[TID_TOOL_OK][-1] == "ok" and rows[TID_OK][-1] == "ok"
+    as_json = {r["test_id"]: r for r in json.loads(run("tests", log, "--json").out)}
+    assert as_json[TID_TOOL]["class"] == "tool-error"
+
+
+def test_diagnose_says_which_tool_failed_where_and_why(log: Path) -> None:
+    result = run("diagnose", TID_TOOL, log, env={"NO_COLOR": "1"})
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[1:] == ["verdict: tool-error (confidence 0.90)", f"  {REASON}"]
+    verdict = json.loads(run("diagnose", TID_TOOL, log, "--json").out)[0]
+    assert verdict["evidence"]["tool_calls"] == {"started": 2, "answered": 2, "failed": 1}
+    assert verdict["evidence"]["tool_error"]["excerpt"] == TOOL_EXCERPT
+
+
+def test_timeline_lists_the_tool_calls_failed_first_and_marks_their_rows(log: Path) -> None:
+    out = run("timeline", TID_TOOL, log, env={"NO_COLOR": "1", "COLUMNS": "200"}).out
+    lines = out.splitlines()
+    at = lines.index("tool calls: 2 tool calls, 1 failed: forecast (protocol)")
+    assert lines[at + 1].split() == ["tool", "source", "server", "outcome", "duration", "error"]
+    assert lines[at + 2].split() == ["forecast", "mcp", "weather", "err", "240", "ms", "protocol:", "'Unknown", "city:",
+                                     "Atlantis'"]  # fmt: skip
+    assert lines[at + 3].split() == ["clock", "wire", "ok", "20", "ms"]
+    row = next(line for line in lines if "backend.tool.call.response" in line and " err " in line)
+    assert row.rstrip().endswith(f"forecast (mcp, server weather) protocol: '{TOOL_EXCERPT}'")
+    doc = json.loads(run("timeline", TID_TOOL, log, "--json").out)
+    assert [c["tool"] for c in doc["tool_calls"]] == ["clock", "forecast"]  # in the order they ended
+    assert doc["tool_calls"][1] == {
+        "tool": "forecast", "source": "mcp", "server": "weather", "outcome": "err", "duration_ms": 240,
+        "error_kind": "protocol", "error_excerpt": TOOL_EXCERPT,
+    }  # fmt: skip
+
+
+def test_a_timeline_without_tool_calls_has_no_tool_table(log: Path) -> None:
+    out = run("timeline", TID_OK, log, env={"NO_COLOR": "1"}).out
+    assert "tool calls" not in out
+
+
+def test_compare_pairs_each_tool_with_itself_and_finds_the_failed_call(log: Path) -> None:
+    result = run("compare", TID_TOOL_OK, TID_TOOL, log, env={"NO_COLOR": "1", "COLUMNS": "220"})
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].endswith("ok  960 ms  2 tool calls")
+    assert lines[1].endswith("tool-error  960 ms  2 tool calls, 1 failed: forecast (protocol)")
+    assert lines[2] == "first divergence: B: backend.tool.call.response forecast err (protocol) where A had ok"
+    doc = json.loads(run("compare", TID_TOOL_OK, TID_TOOL, log, "--json").out)
+    assert doc["first_divergence"]["boundary"] == "backend.tool.call.response forecast"
+    assert [c["outcome"] for c in doc["b"]["tool_calls"]] == ["ok", "err"]
+    assert doc["b"]["diagnosis"]["class"] == "tool-error"
+
+
+def test_junit_and_github_name_the_class_the_tool_and_its_excerpt(log: Path) -> None:
+    github = run("tests", log, "--format", "github").out.splitlines()
+    assert github == [f"::error title=tool-error::{REASON} (test {TID_TOOL})"]
+    root = ET.fromstring(run("tests", log, "--format", "junit").out)
+    case = next(c for c in root.iter("testcase") if c.get("name") == TID_TOOL)
+    failure = case.find("failure")
+    assert failure.get("type") == "tool-error" and failure.get("message") == REASON
+    assert f"tool: forecast (mcp, server weather) protocol: '{TOOL_EXCERPT}'" in failure.text
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["cvdiag_tool_error"] == f"forecast (mcp, server weather) protocol: '{TOOL_EXCERPT}'"
+
+
+def test_the_pytest_failure_report_lists_the_tool_calls(pytester: pytest.Pytester, log: Path) -> None:
+    pytester.makepyfile(
+        f"""
+        import pytest
+        from cvdiag.pytest_plugin.plugin import add_log
+
+        @pytest.fixture(autouse=True)
+        def server_log(request):
+            add_log(request.config, {str(log)!r})
+
+        def test_answer_names_the_weather(cvdiag_test_id, monkeypatch):
+            # the server's log carries this test under the id the harness gave it
+            assert False, "the answer never named the weather"
+        """
+    )
+    # Give the test the id of the logged run: the plugin reads the log by the test's own id
+    # (in a process of its own, so that the patch cannot leak into this session).
+    pytester.makeconftest(
+        f"""
+        import cvdiag.pytest_plugin.plugin as plugin
+        plugin.new_test_id = lambda: {TID_TOOL!r}
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert f"diagnosis: tool-error (0.90) {REASON}" in out
+    assert "tool calls: 2 tool calls, 1 failed: forecast (protocol)" in out
+    assert f"  forecast (mcp, server weather) err 240ms protocol: '{TOOL_EXCERPT}'" in out
+    assert "  clock (wire) ok 20ms" in out
