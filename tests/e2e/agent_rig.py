@@ -138,17 +138,22 @@ class Servers:
             _unavailable(f"{name} needs {', '.join(missing)}; install the extra: pip install -e '.[frameworks]'")
         return self.started[name]
 
-    def close(self) -> None:
+    def __enter__(self) -> Servers:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
 
 
-def asker(servers: Servers, test_id: str) -> Callable[..., Run]:
-    """``ask(app, message, route="/chat")``: one request to that app, as a client would."""
+@pytest.fixture(name="ask")
+def ask_fixture(servers: Servers, cvdiag_test_id: str) -> Callable[..., Run]:
+    """``ask(app, message, route="/chat")``: one request to that app of the module's
+    ``servers``, as a client would send it (import ``ask_fixture`` to use it)."""
 
-    def ask(app: str, message: str, route: str = "/chat") -> Run:
+    def run(app: str, message: str, route: str = "/chat") -> Run:
         server = servers.server(app)
         # No x-test-id here on purpose: the plugin's propagation adds this test's id.
         response = httpx2.get(f"{server.url}{route}", params={"q": message}, timeout=30.0)
-        return Run(test_id, response, server)
+        return Run(cvdiag_test_id, response, server)
 
-    return ask
+    return run

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from agent_rig import SLOW_THRESHOLD_S, SLOW_TOOL_S, Run, Servers, asker
+from agent_rig import SLOW_THRESHOLD_S, SLOW_TOOL_S, Run, Servers, ask_fixture  # noqa: F401 (the ask fixture)
 from conftest import Aimock
 
 FRAMEWORKS = ("langgraph", "pydantic-ai", "openai-agents", "anthropic")
@@ -25,17 +25,9 @@ FRAMEWORKS = ("langgraph", "pydantic-ai", "openai-agents", "anthropic")
 def servers(
     aimock: Aimock, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Servers]:
-    started = Servers(aimock, tmp_path_factory, request.config)
-    try:
+    with Servers(aimock, tmp_path_factory, request.config) as started:
         started.start({name: (name, started.app_env()) for name in FRAMEWORKS})
         yield started
-    finally:
-        started.close()
-
-
-@pytest.fixture
-def ask(servers: Servers, cvdiag_test_id: str):
-    return asker(servers, cvdiag_test_id)
 
 
 def assert_failed_tool(run: Run, name: str, source: str, error_kind: str, excerpt: str) -> dict:
