@@ -80,6 +80,13 @@ class Run:
         """The app's ``error`` event (the exception's class name), if the run failed."""
         return next((data["error"] for name, data in sse_events(self.response.text) if name == "error"), None)
 
+    def listed(self) -> dict:
+        """This test's row of the real ``cvdiag tests --json`` on the server's log."""
+        result = _cvdiag_cli("tests", str(self.server.log), "--json")
+        assert result.returncode == 0, result.stderr
+        (row,) = [row for row in json.loads(result.stdout) if row["test_id"] == self.test_id]
+        return row
+
     def diagnose(self, *extra: str) -> dict:
         """The verdict of the real ``cvdiag diagnose`` on the server's log."""
         result = _cvdiag_cli("diagnose", self.test_id, str(self.server.log), "--json", *extra)

@@ -71,6 +71,8 @@ def test_tool_error_handed_back_to_the_model_is_a_tool_error(ask, aimock, framew
     assert verdict["class"] == "tool-error"
     assert "lookup_order" in verdict["reason"]
     assert HANDED_BACK[framework] in verdict["reason"]
+    row = run.listed()  # the swallowed tool error is flagged in the list of tests too
+    assert (row["terminal"], row["status"], row["class"]) == ("complete", "fail", "tool-error")
 
 
 # -- tool-slow ---------------------------------------------------------------------------------------
