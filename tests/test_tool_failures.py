@@ -186,3 +186,42 @@ def test_request_readers_never_raise(api, elements, noise, valid):
         assert watch is None or all(outcome in ("ok", "err") for _, outcome, _ in watch.results)
         body = body[:-1] + b',{"role":"tool","tool_call_id":"call_1","content":"x"}]}' if valid else body + noise
     assert len(memory.pending) <= 1
+
+
+@settings(max_examples=50, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=400), st.lists(st.binary(max_size=120), max_size=6), st.booleans(), st.integers(100, 599))
+def test_mcp_answers_never_raise(request_tail, chunks, event_stream, status):
+    import httpx
+
+    from cvdiag.testing import capture
+    from cvdiag.write import _mcp_capture
+
+    arguments = {"x": request_tail.decode("latin-1")}
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "arguments": arguments}}
+    )
+    body = body.encode()
+    request = httpx.Request("POST", "http://mcp.local:9/mcp", content=body)
+    with capture(tier="verbose") as lines:
+        exchange = _mcp_capture.begin(request, lambda: body)
+        if exchange is not None:
+            exchange.http_status = status
+            exchange._event_stream = event_stream
+            for chunk in chunks:
+                exchange.feed(chunk)
+            exchange.ended()
+            exchange.abandoned()  # a second ending changes nothing
+    assert exchange is not None
+    assert [e["boundary"] for e in lines if not e["boundary"].startswith("cvdiag.")] == [
+        "backend.tool.call.start",
+        "backend.tool.call.response",
+    ]
+
+
+@given(st.binary(max_size=600))
+def test_requested_schema_never_raises(body):
+    from cvdiag.write._output_schema import requested
+
+    requested(body)
+    requested(b'{"response_format":{"type":"json_schema","json_schema":{"schema":' + body)
+    requested(b'{"tools":[{"name":"final_result","parameters":' + body)

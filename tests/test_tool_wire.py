@@ -314,7 +314,8 @@ def test_gemini_json_answer(server):
 # -- a long conversation: only what is new is read ---------------------------------------
 
 
-def test_a_growing_conversation_is_read_from_where_the_last_body_ended(server):
+@pytest.mark.parametrize("moving_prefix", [False, True], ids=["fixed-prefix", "a-key-before-messages-changes"])
+def test_a_growing_conversation_is_read_from_where_the_last_body_ended(server, moving_prefix):
     turns = 30
     answers = []
     for n in range(turns):
@@ -328,7 +329,9 @@ def test_a_growing_conversation_is_read_from_where_the_last_body_ended(server):
     _tool_wire.memory.reset()
     with capture("verbose") as cap, cvdiag.request_context(test_id=_test_id()), httpx.Client() as client:
         for n in range(turns):
-            client.post(server.url + CHAT, json={"model": "m", "messages": messages, "tools": [{"type": "function"}]})
+            prefix = {"user": "u" * (n % 5) if moving_prefix else "u"}  # a key before the array
+            body = {**prefix, "model": "m", "messages": messages, "tools": [{"type": "function"}]}
+            client.post(server.url + CHAT, json=body)
             messages.append(
                 {
                     "role": "assistant",
@@ -411,7 +414,7 @@ def test_malformed_and_oversized_request_bodies_are_left_alone(server):
     assert statuses == [200] * len(bodies)
     assert _lines(cap, "backend.tool.call.response") == []  # the call still waits: nothing was guessed
     assert cvdiag.stats()["internal_errors"] == before
-    assert _tool_wire.memory.skipped_bodies >= 3
+    assert cvdiag.stats()["tool_bodies_skipped"] >= 3
 
 
 def test_unknown_formats_write_no_tool_lines(server):
@@ -435,3 +438,31 @@ def test_a_cut_answer_asks_for_nothing(server):
         client.post(server.url + CHAT, json={"model": "m", "stream": True, "messages": []})
     md = _one(cap, "backend.llm.call.response")
     assert (md["tool_calls"], _lines(cap, "backend.tool.call.start")) == (None, [])
+
+
+# -- pairing rules, on the memory itself -------------------------------------------------
+
+
+def test_a_repeated_call_id_is_answered_by_its_newest_result():
+    memory = _tool_wire.Memory()
+    memory.asked("t", [_tool_wire.Asked("call_1", "again")], 0)
+    old = {"type": "function_call_output", "call_id": "call_1", "output": "old"}
+    new = {"type": "function_call_output", "call_id": "call_1", "output": "the newest"}
+    call = {"type": "function_call", "call_id": "call_1", "name": "again", "arguments": "{}"}
+    body = json.dumps({"input": [{"role": "user", "content": "go"}, call, old, call, new]}).encode()
+    (line,) = memory.request("t", "responses", body).results
+    assert (line[0]["call_id"], line[0]["result_chars"], memory.unpaired) == ("call_1", len("the newest"), 1)
+
+
+def test_gemini_calls_of_one_name_pair_in_order():
+    memory = _tool_wire.Memory()
+    first, second = _tool_wire.Asked(None, "lookup"), _tool_wire.Asked(None, "lookup")
+    memory.asked("t", [first, second], 0)
+    parts = [{"functionResponse": {"name": "lookup", "response": {"output": text}}} for text in ("a", "bbbb")]
+    body = json.dumps({"contents": [{"role": "model", "parts": []}, {"role": "user", "parts": parts}]}).encode()
+    lines = memory.request("t", "generate_content", body).results
+    assert [(md["call_id"], md["result_chars"]) for md, _, _ in lines] == [
+        (first.call_id, len('{"output":"a"}')),
+        (second.call_id, len('{"output":"bbbb"}')),
+    ]
+    assert first.call_id != second.call_id and memory.waiting == {}

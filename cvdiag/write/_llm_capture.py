@@ -409,7 +409,7 @@ def begin(request: Any) -> Exchange | None:
         url = request.url
         route = recognise(request.method, url.host, url.path, functools.partial(_content, request))
         if route is None:
-            return _mcp_capture.begin(request, _content(request))  # type: ignore[return-value]
+            return _mcp_capture.begin(request, functools.partial(_content, request))  # type: ignore[return-value]
         content = _content(request)
         ctx = current_context() or new_context()
         attempt, key = _attempt(request, ctx.test_id, url.path, content)

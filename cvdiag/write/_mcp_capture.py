@@ -29,6 +29,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from cvdiag.contract.schema import TOOL_EXCERPT_MAX_CHARS
@@ -402,10 +403,13 @@ _JSONRPC = b'"jsonrpc"'
 _METHOD = re.compile(rb'"method"\s*:\s*"([a-z/_]{1,40})"')
 
 
-def begin(request: Any, content: bytes | None) -> McpExchange | None:
+def begin(request: Any, read_body: Callable[[], bytes | None]) -> McpExchange | None:
     """An ``McpExchange`` for a JSON-RPC POST worth watching (``tools/call``, ``initialize``,
     ``tools/list``), else None. Cheap for every other request: one bounded byte search."""
-    if request.method != "POST" or not content or content.find(_JSONRPC, 0, 256) < 0:
+    if request.method != "POST":
+        return None
+    content = read_body()
+    if not content or content.find(_JSONRPC, 0, 256) < 0:
         return None
     method = _METHOD.search(content, 0, 4096)
     if method is None or method.group(1).decode() not in _WATCHED or len(content) > REQUEST_MAX:

@@ -466,29 +466,31 @@ class _Pending:
 
 class _Conversation:
     """One conversation of a test, known by the first bytes of its message array: the
-    structured output it asks for, and where its array ended in the last body read (with
-    the bytes before that end), to read the next body from there."""
+    structured output it asks for, and how long its array was in the last body read (with
+    the bytes before its end), to read the next body from there. Lengths are kept
+    relative to the array's start, which moves when a key before it changes."""
 
-    __slots__ = ("end", "head", "schema", "start", "tail")
+    __slots__ = ("head", "schema", "span", "tail")
 
     def __init__(self, body: bytes, start: int, schema: Schema | None) -> None:
-        self.start = start
         self.head = body[start : start + _WINDOW]
         self.schema = schema
-        self.end: int | None = None
+        self.span: int | None = None
         self.tail = b""
 
     def is_in(self, body: bytes, start: int) -> bool:
-        return start == self.start and body.startswith(self.head, start)
+        return body.startswith(self.head, start)
 
-    def read_up_to(self, body: bytes, end: int) -> None:
-        self.end = end
-        self.tail = body[max(self.start, end - _WINDOW) : end]
+    def read_up_to(self, body: bytes, start: int, end: int) -> None:
+        self.span = end - start
+        self.tail = body[max(start, end - _WINDOW) : end]
 
-    def continues_in(self, body: bytes) -> bool:
-        """Does ``body`` hold what the last one held, up to where its array ended?"""
-        end = self.end
-        return end is not None and len(body) > end and body[end - len(self.tail) : end] == self.tail
+    def end_in(self, body: bytes, start: int) -> int | None:
+        """Where the last body's array ended in ``body``, if ``body`` still holds the same bytes there."""
+        if self.span is None:
+            return None
+        end = start + self.span
+        return end if len(body) > end and body[end - len(self.tail) : end] == self.tail else None
 
 
 class Watch:
@@ -637,49 +639,51 @@ class Memory:
             self._remember(test_id, conversation)
         watch = Watch(test_id, api, conversation.schema)
         if self.waiting.get(test_id):
-            watch.results = self._results(test_id, api, body, conversation)
+            watch.results = self._results(test_id, api, body, conversation, start)
         return watch
 
     def _results(
-        self, test_id: str, api: str, body: bytes, conversation: _Conversation
+        self, test_id: str, api: str, body: bytes, conversation: _Conversation, start: int
     ) -> list[tuple[dict[str, Any], str, int]]:
         reader = _RESULT_READERS[api]
         results: list[_Result] = []
-        for element in self._new_elements(api, body, conversation):
+        for element in self._new_elements(api, body, conversation, start):
             if len(results) >= RESULTS_MAX:
                 break
             if isinstance(element, dict):
                 reader(element, results)
         now = time.monotonic_ns()
         lines = []
+        # When a history repeats a call id (a mock's fixed ids), the newest result answers.
+        last = {result.call_id: n for n, result in enumerate(results) if result.call_id is not None}
         with self.lock:
-            for result in results:
-                pending = self._take(test_id, result)
+            for n, result in enumerate(results):
+                pending = self._take(test_id, result) if last.get(result.call_id, n) == n else None
                 if pending is None:
                     self.unpaired += 1
                     continue
                 lines.append(result_line(pending, result, now))
         return lines
 
-    def _new_elements(self, api: str, body: bytes, conversation: _Conversation) -> list[Any]:
+    def _new_elements(self, api: str, body: bytes, conversation: _Conversation, start: int) -> list[Any]:
         """The array elements of ``body`` after the last turn boundary, read from where the
         conversation's last body ended when it still holds the same bytes. Bounded."""
-        fresh = not conversation.continues_in(body)
-        offset = conversation.start if fresh else conversation.end
-        assert offset is not None
+        end = conversation.end_in(body, start)
+        fresh = end is None
+        offset = start if end is None else end
         if len(body) - offset > NEW_BYTES_MAX:
             self.skipped_bodies += 1
             self.skipped_bytes += len(body) - offset
             return []
-        self.skipped_bytes += offset - conversation.start  # read before: not read again
+        self.skipped_bytes += offset - start  # read before: not read again
         try:
             text = body[offset:].decode("utf-8")
-            elements, end = _elements(text, fresh=fresh)
+            elements, array_end = _elements(text, fresh=fresh)
         except (ValueError, RecursionError, IndexError):
             self.skipped_bodies += 1
             return []
-        if end is not None:
-            conversation.read_up_to(body, len(body) - len(text[end:].encode("utf-8")))
+        if array_end is not None:
+            conversation.read_up_to(body, start, len(body) - len(text[array_end:].encode("utf-8")))
         if not fresh:
             return elements
         boundaries = [i for i, e in enumerate(elements) if isinstance(e, dict) and _turn_boundary(api, e)]

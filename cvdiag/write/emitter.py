@@ -10,6 +10,7 @@ tests (``cvdiag.testing.reset``).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -191,6 +192,7 @@ def flush(timeout: float = 5.0) -> bool:
 def stats() -> dict[str, int]:
     """Counts of what was emitted, dropped, truncated or failed, for this process."""
     counters, writer = state.counters, state.writer
+    tool_wire = sys.modules.get("cvdiag.write._tool_wire")  # loaded with LLM capture only
     return {
         "emitted": counters.emitted,
         "written": writer.written,
@@ -201,6 +203,8 @@ def stats() -> dict[str, int]:
         "unknown_boundaries": counters.unknown_boundaries,
         "metadata_dropped": counters.metadata_dropped,
         "truncated": counters.truncated,
+        "tool_bodies_skipped": tool_wire.memory.skipped_bodies if tool_wire is not None else 0,
+        "tool_results_unpaired": tool_wire.memory.unpaired if tool_wire is not None else 0,
     }
 
 
