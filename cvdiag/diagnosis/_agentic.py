@@ -60,7 +60,6 @@ class Agentic:
         "agent_message",
         "causes",
         "finish_unusual",
-        "output_schema",
         "repeat_top",
         "repeats",
         "tool_errors",
@@ -90,7 +89,6 @@ class Agentic:
         # a tuple, as most tests name one cause or none (a dict would cost four times more).
         self.causes: tuple[tuple[str, int | None, str, bool], ...] = ()
         self.finish_unusual: str | None = None  # an unusual finish reason of some answer
-        self.output_schema = False  # some request asked for structured output
         self.agent_message: Pick | None = None  # the first failed agent's error_message
 
     # -- folding ---------------------------------------------------------------------------

@@ -584,8 +584,6 @@ def _on_probe_console(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Ma
 
 def _on_llm_start(ev: Evidence, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.llm_starts += 1
-    if md.get("output_schema") is True:
-        ev.agent().output_schema = True
     if later(ev.llm_last_start, ev.llm_last_start_key, key):
         ev.llm_last_start_key, ev.llm_last_start = key, (as_name(md.get("provider")), as_name(md.get("model")))
 
