@@ -214,7 +214,8 @@ def test_session_wrapper_is_installed_once_undone_and_inert_when_disabled(mcp_ht
     uninstrument_httpx()
     assert getattr(SessionClass.call_tool, "__cvdiag_original__", None) is None
     instrument_httpx(llm=True)
-    assert _mcp_capture.install_session() is False  # already there
+    wrapped = SessionClass.call_tool
+    assert _mcp_capture.install_session() is True and SessionClass.call_tool is wrapped  # in place, once
 
     async def run():
         async with streamable_http_client(mcp_http["json"]) as (read, write, *_), ClientSession(read, write) as s:
@@ -223,3 +224,23 @@ def test_session_wrapper_is_installed_once_undone_and_inert_when_disabled(mcp_ht
     with capture("verbose", enabled=False) as cap:
         assert asyncio.run(run()) == [False]
     assert cap.all() == []
+
+
+def test_instrument_httpx_does_not_import_mcp_but_wraps_it_when_the_app_does():
+    import subprocess
+
+    program = """
+import sys
+import cvdiag
+cvdiag.instrument_httpx()
+assert "mcp" not in sys.modules, "instrument_httpx imported mcp"
+from mcp import ClientSession
+assert getattr(ClientSession.call_tool, "__cvdiag_original__", None) is not None, "not wrapped after import"
+cvdiag.uninstrument_httpx()
+assert getattr(ClientSession.call_tool, "__cvdiag_original__", None) is None, "still wrapped"
+assert not [f for f in sys.meta_path if type(f).__name__ == "_AfterImport"], "import hook left behind"
+print("ok")
+"""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-2000:]

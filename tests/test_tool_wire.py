@@ -466,3 +466,23 @@ def test_gemini_calls_of_one_name_pair_in_order():
         (second.call_id, len('{"output":"bbbb"}')),
     ]
     assert first.call_id != second.call_id and memory.waiting == {}
+
+
+def test_streamed_calls_beyond_the_cap_are_each_counted_once(server):
+    events = []
+    for n in range(300):
+        first = {"index": n, "id": f"c{n}", "type": "function", "function": {"name": f"t{n}", "arguments": ""}}
+        events.append({"choices": [{"index": 0, "delta": {"tool_calls": [first]}}]})
+        for piece in ('{"a":', "1}"):
+            events.append(
+                {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": n, "function": {"arguments": piece}}]}}]}
+            )
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    sse = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    server.plan(CHAT, Reply.sse(sse))
+    with capture("verbose") as cap, cvdiag.request_context(test_id=_test_id()), httpx.Client() as client:
+        client.post(server.url + CHAT, json={"model": "m", "stream": True, "messages": []})
+    md = _one(cap, "backend.llm.call.response")
+    assert (md["tool_calls"], md["tool_names"]) == (300, [f"t{n}" for n in range(8)])
+    starts = _lines(cap, "backend.tool.call.start")
+    assert len(starts) == CALLS_PER_ANSWER and starts[0][2]["args_hash"] == args_hash('{"a":1}')

@@ -23,9 +23,12 @@ Arguments and results are never kept: sizes, the hash, the scrubbed start of an 
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.machinery
 import itertools
 import json
 import re
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -37,7 +40,7 @@ from cvdiag.write._errors import CANCELLED
 from cvdiag.write._tool_failures import HEAD_CHARS
 from cvdiag.write._tool_wire import args_hash
 from cvdiag.write.context import RequestContext, current_context, new_context
-from cvdiag.write.emitter import emit_as, is_enabled, note_internal_error
+from cvdiag.write.emitter import count_internal_error, emit_as, is_enabled, note_internal_error
 from cvdiag.write.scrubber import scrub_clipped
 
 __all__ = ["McpExchange", "begin", "install_session", "uninstall_session"]
@@ -514,25 +517,70 @@ def _quietly(fn: Any, *args: Any) -> None:
         note_internal_error()
 
 
+_SESSION_MODULE = "mcp.client.session"
+
+
 def install_session() -> bool:
-    """Wrap ``mcp.ClientSession.call_tool`` when the ``mcp`` package is installed. Idempotent."""
+    """Wrap ``mcp.ClientSession.call_tool``: now when the app has imported ``mcp`` already,
+    else as soon as it does (importing ``mcp`` here would add a second or more to every
+    app's start-up). Idempotent; True when the wrapper is in place."""
+    module = sys.modules.get(_SESSION_MODULE)
+    if module is None:
+        if not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
+            sys.meta_path.insert(0, _AfterImport())
+        return False
+    return _wrap_session(module)
+
+
+def _wrap_session(module: Any) -> bool:
     if _installed:
-        return False
-    try:
-        from mcp.client.session import ClientSession
-    except Exception:  # not installed, or broken: nothing to wrap
-        return False
-    original = ClientSession.__dict__.get("call_tool")
+        return True
+    session_class = getattr(module, "ClientSession", None)
+    original = getattr(session_class, "__dict__", {}).get("call_tool")
     if original is None or getattr(original, _MARK, None) is not None:
         return False
-    ClientSession.call_tool = _wrap_call_tool(original)  # type: ignore[method-assign]
-    _installed.append((ClientSession, original))
+    session_class.call_tool = _wrap_call_tool(original)  # type: ignore[union-attr]
+    _installed.append((session_class, original))  # type: ignore[arg-type]
     return True
 
 
 def uninstall_session() -> None:
     """Undo ``install_session`` (a wrapper someone put over ours stays, passing through)."""
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _AfterImport)]
     while _installed:
         cls, original = _installed.pop()
         if getattr(cls.__dict__.get("call_tool"), _MARK, None) is original:
             cls.call_tool = original
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when ``mcp.client.session`` is imported, lets the other finders
+    find it and wraps its loader, so the session is wrapped right after it is loaded."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != _SESSION_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _WrappingLoader(spec.loader)
+                return spec
+        return None
+
+
+class _WrappingLoader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader) -> None:
+        self._inner = inner
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._inner.exec_module(module)
+        sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _AfterImport)]
+        try:
+            _wrap_session(module)
+        except Exception:  # never break the app's import
+            count_internal_error()

@@ -70,8 +70,11 @@ _ANSWER_MARKERS: dict[str, tuple[bytes, ...]] = {
     "messages": (b'"tool_use"', b'"input_json_delta"'),
     "generate_content": (b'"functionCall"',),
 }
-_SKIP = re.compile(r"[\s,]*")
+_SKIP = re.compile(r"\s*,?\s*")
 _unnamed = itertools.count(1)
+_NEW: Any = object()
+#: Keys of calls beyond CALLS_PER_ANSWER remembered (so each is counted once), at most.
+_KEYS_MAX = 1 << 14
 _DECODER = json.JSONDecoder()
 
 
@@ -144,12 +147,13 @@ class AnswerTools:
     Also keeps the answer's text when ``text_cap`` > 0, for structured-output checks."""
 
     __slots__ = ("_by_key", "_markers", "api", "calls", "dropped", "text", "text_cap", "text_size")
+    _by_key: dict[Any, Asked | None]
 
     def __init__(self, api: str, text_cap: int = 0) -> None:
         self.api = api
         self._markers = _ANSWER_MARKERS.get(api, ())
         self.calls: list[Asked] = []
-        self._by_key: dict[Any, Asked] = {}
+        self._by_key = {}
         self.dropped = 0
         self.text_cap = text_cap
         self.text: list[str] | None = [] if text_cap > 0 else None
@@ -158,9 +162,13 @@ class AnswerTools:
     # -- what was asked --------------------------------------------------------------
 
     def _call(self, key: Any, call_id: Any, name: Any) -> Asked | None:
+        """The call under ``key`` (a stream's index, an id), new or seen before; None for a
+        call beyond ``CALLS_PER_ANSWER``, which is counted once."""
         key = _key(key)
-        found = self._by_key.get(key)
-        if found is not None:
+        found = self._by_key.get(key, _NEW)
+        if found is None:  # counted already
+            return None
+        if found is not _NEW:
             if found.call_id is None and isinstance(call_id, str):
                 found.call_id = call_id
             if found.name is None:
@@ -168,11 +176,13 @@ class AnswerTools:
             return found
         if len(self.calls) >= CALLS_PER_ANSWER:
             self.dropped += 1
+            if len(self._by_key) < _KEYS_MAX:
+                self._by_key[key] = None
             return None
-        found = Asked(call_id if isinstance(call_id, str) else None, _clip(name))
-        self.calls.append(found)
-        self._by_key[key] = found
-        return found
+        asked = Asked(call_id if isinstance(call_id, str) else None, _clip(name))
+        self.calls.append(asked)
+        self._by_key[key] = asked
+        return asked
 
     def _text(self, piece: Any) -> None:
         text = self.text
@@ -701,20 +711,22 @@ class Memory:
 
 def _elements(text: str, *, fresh: bool) -> tuple[list[Any], int | None]:
     """The JSON values of an array in ``text`` (from its ``[``, or from just after an
-    element already read), and the index of its ``]`` (None when cut short)."""
-    decode, skip = _DECODER.raw_decode, _SKIP.match
-    i = 1 if fresh else 0
-    elements: list[Any] = []
-    n = len(text)
-    while len(elements) < ELEMENTS_MAX:
-        i = skip(text, i).end()  # type: ignore[union-attr]
-        if i >= n:
-            return elements, None
-        if text[i] == "]":
-            return elements, i
-        value, i = decode(text, i)
-        elements.append(value)
-    return elements, None
+    element already read: ``,`` and more elements), and the index of its ``]``.
+
+    One ``raw_decode`` of the whole (rest of the) array, so the parsing runs in the json
+    module's C scanner, not element by element in Python. Raises ValueError when it is
+    not a JSON array, RecursionError when it nests too deep."""
+    shift = 0
+    if not fresh:
+        gap = _SKIP.match(text)
+        i = gap.end()  # type: ignore[union-attr]
+        if "," not in gap.group():  # type: ignore[union-attr]
+            return [], (i if text[i : i + 1] == "]" else None)  # nothing new (or not an array)
+        text, shift = "[" + text[i:], i - 1
+    value, end = _DECODER.raw_decode(text)
+    if not isinstance(value, list):
+        raise ValueError("not an array")
+    return value[:ELEMENTS_MAX], end - 1 + shift
 
 
 def result_line(pending: _Pending, result: _Result, now_ns: int) -> tuple[dict[str, Any], str, int]:
