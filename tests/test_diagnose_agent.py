@@ -376,8 +376,9 @@ def test_a_client_that_gave_up_on_a_call_already_slow_or_stalled_keeps_the_calls
 # -- the table of words -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("words", WORDS, ids=[f"{w.cls}:{w.pattern[:30]}" for w in WORDS])
+@pytest.mark.parametrize("words", WORDS, ids=[f"{w.cls}:{w.words[0]}" for w in WORDS])
 def test_each_entry_of_the_table_matches_its_real_example(words):
+    assert all(word == word.lower() for word in words.words)  # the text is lower-cased once
     assert cause_of(words.example, from_llm=True) == words.cls
     if words.llm_only:
         assert cause_of(words.example) != words.cls  # too common to trust outside an LLM call

@@ -9,14 +9,13 @@ every first/last value is decided by the order key (``_picks``).
 
 from __future__ import annotations
 
-import zlib
 from array import array
 from collections.abc import Mapping
 from typing import Any
 
 from cvdiag.diagnosis._causes import OUTPUT_TOOL_PREFIX
 from cvdiag.diagnosis._convert import TEXT_LIMIT, as_name, as_text
-from cvdiag.diagnosis._picks import Pick, earlier, earliest, latest
+from cvdiag.diagnosis._picks import Pick, earlier, later
 
 #: Distinct (tool, arguments hash) pairs counted for loop detection; a test inventing
 #: more keeps the counts it has.
@@ -31,9 +30,10 @@ class ToolCall:
     """What a reason says of one tool call: its name, where it was seen, its server,
     and for a failed one how it failed and the excerpt of its error."""
 
-    __slots__ = ("error_kind", "excerpt", "ms", "name", "outcome", "server", "source")
+    __slots__ = ("error_kind", "excerpt", "key", "ms", "name", "outcome", "server", "source")
 
-    def __init__(self, md: Mapping[str, Any], outcome: Any, ms: float | None) -> None:
+    def __init__(self, md: Mapping[str, Any], outcome: Any, ms: float | None, key: int | None = None) -> None:
+        self.key = key  # its order key: a call is its own pick (a Pick around it would cost half again)
         self.name = as_name(md.get("tool_name")) or "?"
         self.source = as_name(md.get("source"))
         self.server = as_name(md.get("server"))
@@ -60,7 +60,8 @@ class Agentic:
         "agent_message",
         "causes",
         "finish_unusual",
-        "repeat_top",
+        "repeat_top_calls",
+        "repeat_top_name",
         "repeats",
         "tool_errors",
         "tool_failed",
@@ -75,16 +76,17 @@ class Agentic:
 
     def __init__(self) -> None:
         self.tool_starts = self.tool_responses = self.tool_errors = 0
-        self.tool_failed: Pick | None = None  # earliest failed call (ToolCall), output tools aside
-        self.tool_output_failed: Pick | None = None  # earliest failed call of the output tool
+        self.tool_failed: ToolCall | None = None  # the earliest failed call, output tools aside
+        self.tool_output_failed: ToolCall | None = None  # the earliest failed call of the output tool
         self.tool_slowest: ToolCall | None = None  # the longest answered call
         self.tool_last_key: int | None = None  # the latest tool line
         self.tool_open = 0  # starts minus responses seen where the call itself is seen (not the wire)
-        self.tool_open_last: Pick | None = None  # the latest such start (ToolCall)
+        self.tool_open_last: ToolCall | None = None  # the latest such start
         # One 64-bit word per (name, args_hash): its CRC-32 above, its calls in the low 16 bits
         # (a dict of these would cost three times more, and most tests call a tool or two).
         self.repeats: array[int] | None = None
-        self.repeat_top: tuple[int, str] | None = None  # (calls, name) of the most repeated call
+        self.repeat_top_calls = 0  # calls of the most repeated (name, args_hash), and its name
+        self.repeat_top_name: str | None = None
         # (class, key, text, from an LLM line) per class named, the earliest text of each:
         # a tuple, as most tests name one cause or none (a dict would cost four times more).
         self.causes: tuple[tuple[str, int | None, str, bool], ...] = ()
@@ -98,13 +100,14 @@ class Agentic:
         self._seen(key)
         name, digest = as_name(md.get("tool_name")), as_text(md.get("args_hash"))
         if name and digest:
-            calls = self._repeat(zlib.crc32(f"{name}\0{digest}".encode()))
-            top = (calls, name)
-            if calls and (self.repeat_top is None or top > self.repeat_top):
-                self.repeat_top = top
+            calls = self._repeat(_pair(name, digest))
+            if (calls, name) > (self.repeat_top_calls, self.repeat_top_name or ""):
+                self.repeat_top_calls, self.repeat_top_name = calls, name
         if md.get("source") != "wire":  # a wire call starts when the model asks: never "open"
             self.tool_open += 1
-            self.tool_open_last = latest(self.tool_open_last, key, ToolCall(md, None, None))
+            held = self.tool_open_last
+            if later(held, held.key if held else None, key):
+                self.tool_open_last = ToolCall(md, None, None, key)
 
     def _repeat(self, pair: int) -> int:
         """Count one more call of ``pair``; its calls so far (0 past MAX_REPEAT_KEYS pairs)."""
@@ -126,13 +129,15 @@ class Agentic:
         self._seen(key)
         if md.get("source") != "wire":
             self.tool_open -= 1
-        call = ToolCall(md, outcome, ms)
+        call = ToolCall(md, outcome, ms, key)
         if failed_call(call):
             if is_output_tool(call.name):
-                self.tool_output_failed = earliest(self.tool_output_failed, key, call)
+                if _earlier(self.tool_output_failed, call):
+                    self.tool_output_failed = call
             else:
                 self.tool_errors += 1
-                self.tool_failed = earliest(self.tool_failed, key, call)
+                if _earlier(self.tool_failed, call):
+                    self.tool_failed = call
         elif ms is not None and (self.tool_slowest is None or ms > (self.tool_slowest.ms or 0.0)):
             self.tool_slowest = call
 
@@ -167,10 +172,21 @@ class Agentic:
 
     def most_repeated(self) -> tuple[str, int] | None:
         """(tool name, calls) of the call made most often with the same arguments."""
-        if self.repeat_top is None:
+        if self.repeat_top_name is None:
             return None
-        count, name = self.repeat_top
-        return name, count
+        return self.repeat_top_name, self.repeat_top_calls
+
+
+def _earlier(held: ToolCall | None, call: ToolCall) -> bool:
+    return earlier(held, held.key if held is not None else None, call.key)
+
+
+def _pair(name: str, digest: str) -> int:
+    """A tool and its arguments' hash as one 32-bit number (imported here: only a test
+    with tool calls needs zlib, and start-up should not pay for it)."""
+    import zlib
+
+    return zlib.crc32(f"{name}\0{digest}".encode())
 
 
 def failed_call(call: ToolCall) -> bool:

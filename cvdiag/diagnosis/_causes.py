@@ -2,7 +2,7 @@
 codes and finish reasons, in one table so that each entry is tested and documented once.
 
 A text (an agent's ``error_class: error_message``, an exception caught by the backend,
-an LLM call's ``error_type`` or ``error_class``) is matched against ``WORDS`` in order,
+an LLM call's ``error_type`` or ``error_class``) is looked up in ``WORDS`` in order,
 and the first entry that matches names its class: order matters where one message holds
 two names (the OpenAI Agents SDK's ``ModelBehaviorError`` about ``max_output_tokens`` is
 a truncated answer, not an invalid one). Every entry quotes a real message and where it
@@ -13,7 +13,6 @@ Pure: no I/O. Part of the read side.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 #: How much of a text is matched (agent.exit error_message is at most 256 characters,
@@ -23,14 +22,17 @@ MATCH_CHARS = 600
 
 @dataclass(frozen=True, slots=True)
 class Words:
-    """One way a cause is named: its class, the pattern, a real example and its origin.
+    """One way a cause is named: its class, the words (lower case; any of them matches),
+    a real example and its origin.
 
-    ``llm_only``: the words are too common to trust outside an LLM call's own error
-    (an app's ``NotFoundError`` is not a provider's missing model).
+    Plain words, not regular expressions: a substring test costs nothing to set up, where
+    compiling the table's patterns cost the CLI's start-up a tenth of its instructions.
+    ``llm_only``: the words are too common to trust outside an LLM call's own error (an
+    app's ``NotFoundError`` is not a provider's missing model).
     """
 
     cls: str
-    pattern: str
+    words: tuple[str, ...]
     example: str
     origin: str
     llm_only: bool = False
@@ -39,65 +41,64 @@ class Words:
 #: In precedence order within a text: the first entry that matches names the class.
 WORDS: tuple[Words, ...] = (
     # -- context-overflow: the prompt did not fit the model's context window -------------
-    Words("context-overflow", r"context_length_exceeded", "context_length_exceeded",
+    Words("context-overflow", ("context_length_exceeded",), "context_length_exceeded",
           "OpenAI error code (openai/types/beta/session_turn_error.py)"),
-    Words("context-overflow", r"maximum context length is",
+    Words("context-overflow", ("maximum context length is",),
           "This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens.",
           "OpenAI Chat Completions 400 message"),
-    Words("context-overflow", r"prompt is too long", "prompt is too long: 208310 tokens > 200000 maximum",
+    Words("context-overflow", ("prompt is too long",), "prompt is too long: 208310 tokens > 200000 maximum",
           "Anthropic invalid_request_error message"),
-    Words("context-overflow", r"exceeds the maximum number of tokens allowed",
+    Words("context-overflow", ("exceeds the maximum number of tokens allowed",),
           "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
           "Gemini INVALID_ARGUMENT message"),
-    Words("context-overflow", r"model_context_window_exceeded", "model_context_window_exceeded",
+    Words("context-overflow", ("model_context_window_exceeded",), "model_context_window_exceeded",
           "Anthropic stop_reason (anthropic/types/stop_reason.py)"),
-    Words("context-overflow", r"ContextWindowExceeded", "ModelContextWindowExceededError",
+    Words("context-overflow", ("contextwindowexceeded",), "ModelContextWindowExceededError",
           "pydantic-ai exception class (pydantic_ai/exceptions.py); litellm's ContextWindowExceededError"),
     # -- agent-loop: a framework's turn, recursion or request limit -------------------------
-    Words("agent-loop", r"GraphRecursionError|Recursion limit of \d+ reached",
+    Words("agent-loop", ("graphrecursionerror", "recursion limit of"),
           "GraphRecursionError: Recursion limit of 25 reached without hitting a stop condition.",
           "LangGraph (langgraph/errors.py, langgraph/pregel/main.py)"),
-    Words("agent-loop", r"MaxTurnsExceeded|Max turns \(\d+\) exceeded", "MaxTurnsExceeded: Max turns (10) exceeded",
+    Words("agent-loop", ("maxturnsexceeded", "max turns ("), "MaxTurnsExceeded: Max turns (10) exceeded",
           "OpenAI Agents SDK (agents/exceptions.py, agents/run.py)"),
-    Words("agent-loop", r"UsageLimitExceeded|would exceed the (?:request|tool_calls)_limit",
+    Words("agent-loop", ("usagelimitexceeded", "would exceed the request_limit", "would exceed the tool_calls_limit"),
           "UsageLimitExceeded: The next request would exceed the request_limit of 50",
           "pydantic-ai (pydantic_ai/usage.py)"),
     # -- content-filtered: the provider refused or filtered the answer ----------------------
-    Words("content-filtered", r"ContentFilter|content filter",
+    Words("content-filtered", ("contentfilter", "content filter"),
           "ContentFilterFinishReasonError: Could not parse response content as the request was rejected by the "
           "content filter",
           "openai SDK (openai/_exceptions.py); pydantic-ai ContentFilterError 'Content filter triggered.'"),
     # -- output-truncated: the answer stopped on the token limit ----------------------------
-    Words("output-truncated", r"OutputTokenLimitExceeded|IncompleteToolCall",
+    Words("output-truncated", ("outputtokenlimitexceeded", "incompletetoolcall"),
           "OutputTokenLimitExceeded", "pydantic-ai (pydantic_ai/exceptions.py)"),
-    Words("output-truncated", r"LengthFinishReasonError|length limit was reached",
+    Words("output-truncated", ("lengthfinishreasonerror", "length limit was reached"),
           "LengthFinishReasonError: Could not parse response content as the length limit was reached",
           "openai SDK (openai/_exceptions.py)"),
-    Words("output-truncated", r"max_output_tokens",
+    Words("output-truncated", ("max_output_tokens",),
           "ModelBehaviorError: Response incomplete: incomplete_details=max_output_tokens",
           "OpenAI Responses incomplete_details.reason, as the OpenAI Agents SDK reports it"),
     # -- output-invalid: structured output a framework gave up on ---------------------------
-    Words("output-invalid", r"Exceeded maximum (?:output )?retries",
+    Words("output-invalid", ("exceeded maximum retries", "exceeded maximum output retries"),
           "UnexpectedModelBehavior: Exceeded maximum output retries (1)",
           "pydantic-ai (pydantic_ai/_agent_graph.py, pydantic_ai/_tool_execution.py)"),
-    Words("output-invalid", r"UnexpectedModelBehavior", "UnexpectedModelBehavior",
+    Words("output-invalid", ("unexpectedmodelbehavior",), "UnexpectedModelBehavior",
           "pydantic-ai (pydantic_ai/exceptions.py)"),
-    Words("output-invalid", r"ModelBehaviorError|Invalid JSON when parsing",
+    Words("output-invalid", ("modelbehaviorerror", "invalid json when parsing"),
           "ModelBehaviorError: Invalid JSON when parsing model output", "OpenAI Agents SDK (agents/util/_json.py)"),
     # -- llm-auth / llm-config: the provider refused the request itself ---------------------
-    Words("llm-auth", r"ModelAuthenticationError", "ModelAuthenticationError",
+    Words("llm-auth", ("modelauthenticationerror",), "ModelAuthenticationError",
           "pydantic-ai (pydantic_ai/exceptions.py)"),
-    Words("llm-auth", r"AuthenticationError|PermissionDenied|invalid_api_key|authentication_error|permission_error",
+    Words("llm-auth", ("authenticationerror", "permissiondenied", "invalid_api_key", "authentication_error",
+                       "permission_error"),
           "AuthenticationError", "openai and anthropic SDKs (401, 403); error types invalid_api_key, "
           "authentication_error, permission_error", llm_only=True),
-    Words("llm-config", r"ModelNotFoundError", "ModelNotFoundError", "pydantic-ai (pydantic_ai/exceptions.py)"),
-    Words("llm-config", r"NotFoundError|model_not_found|not_found_error|BadRequestError|invalid_request_error"
-          r"|UnprocessableEntityError|unsupported_parameter|invalid_value",
+    Words("llm-config", ("modelnotfounderror",), "ModelNotFoundError", "pydantic-ai (pydantic_ai/exceptions.py)"),
+    Words("llm-config", ("notfounderror", "model_not_found", "not_found_error", "badrequesterror",
+                         "invalid_request_error", "unprocessableentityerror", "unsupported_parameter", "invalid_value"),
           "NotFoundError", "openai and anthropic SDKs (400, 404, 422); error types model_not_found, "
           "not_found_error, invalid_request_error", llm_only=True),
 )  # fmt: skip
-
-_COMPILED = tuple((w, re.compile(w.pattern, re.IGNORECASE)) for w in WORDS)
 
 #: Finish reasons (lower-cased) of an answer that stopped on the token limit ...
 TRUNCATED_FINISH = frozenset({"length", "max_tokens", "max_output_tokens"})
@@ -119,10 +120,10 @@ OUTPUT_TOOL_PREFIX = "final_result"
 
 def cause_of(text: str, *, from_llm: bool = False) -> str | None:
     """The class a text names (the first entry of ``WORDS`` that matches), or None."""
-    text = text[:MATCH_CHARS]
-    for words, pattern in _COMPILED:
-        if (from_llm or not words.llm_only) and pattern.search(text):
-            return words.cls
+    low = text[:MATCH_CHARS].lower()
+    for entry in WORDS:
+        if (from_llm or not entry.llm_only) and any(word in low for word in entry.words):
+            return entry.cls
     return None
 
 

@@ -517,7 +517,7 @@ class Evidence:
 def _agent_facts(ag: Agentic | None, response: Response) -> dict[str, Any]:
     """The agent-level facts of the summary, the same keys whether or not there are any."""
     extra = response.extra or (None, None, None)
-    failed = value_of(ag.tool_failed) if ag is not None else None
+    failed = ag.tool_failed if ag is not None else None
     return {
         "agent_error_message": value_of(ag.agent_message) if ag is not None else None,
         "finish_reason": extra[0],

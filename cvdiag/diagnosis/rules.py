@@ -392,14 +392,14 @@ def tool_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
     ag = ev.agentic
     if ag is None:
         return None
-    failed = value_of(ag.tool_failed)
+    failed = ag.tool_failed
     if failed is not None:
         facts["tool_failed"] = failed.name
         kind = f" ({failed.error_kind})" if failed.error_kind else ""
         excerpt = f": {_quoted(failed.excerpt)}" if failed.excerpt else ""
         count = f"; {ag.tool_errors} of {_n(ag.tool_responses, 'tool call')} failed" if ag.tool_responses > 1 else ""
         return Finding(0.9, f"Tool {failed.where()} failed{kind}{excerpt}{count}{_answered(ev)}.")
-    opened = value_of(ag.tool_open_last)
+    opened = ag.tool_open_last
     if ag.tool_open > 0 and opened is not None and (not ev.completes or ev.aborts) and not _server_stopped(ev):
         facts["tool_failed"] = opened.name
         return Finding(0.8, f"Tool {opened.where()} was called and never answered.")
@@ -637,7 +637,7 @@ def _agent_hint(ev: Evidence) -> str | None:
         return None
     if ag.finish_unusual:
         return f"an earlier answer stopped with finish_reason {ag.finish_unusual}"
-    failed = value_of(ag.tool_output_failed)
+    failed = ag.tool_output_failed
     if failed is not None:
         return f"the structured output tool {failed.name} failed once before it validated"
     repeated = ag.most_repeated()
