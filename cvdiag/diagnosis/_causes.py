@@ -13,15 +13,14 @@ Pure: no I/O. Part of the read side.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 #: How much of a text is matched (agent.exit error_message is at most 256 characters,
 #: backend.error.caught message_scrubbed at most 512).
 MATCH_CHARS = 600
 
 
-@dataclass(frozen=True, slots=True)
-class Words:
+class Words(NamedTuple):
     """One way a cause is named: its class, the words (lower case; any of them matches),
     a real example and its origin.
 

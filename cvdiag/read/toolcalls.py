@@ -8,7 +8,6 @@ its scrubbed excerpt: that is all there is to show. Read side; pure.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 START = "backend.tool.call.start"
@@ -26,17 +25,23 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One tool call: its name, where it was seen, how it ended (``open``: no response)."""
+    """One tool call: its name, where it was seen, how it ended (``open``: no response).
 
-    name: str
-    source: str | None
-    server: str | None
-    outcome: str
-    duration_ms: float | None
-    error_kind: str | None
-    excerpt: str | None
+    A plain slotted class, not a dataclass: every CLI start-up imports this module, and
+    making a dataclass costs more than the rest of it."""
+
+    __slots__ = ("duration_ms", "error_kind", "excerpt", "name", "outcome", "server", "source")
+
+    def __init__(self, name: str, source: str | None, server: str | None, outcome: str,
+                 duration_ms: float | None, error_kind: str | None, excerpt: str | None) -> None:  # fmt: skip
+        self.name, self.source, self.server, self.outcome = name, source, server, outcome
+        self.duration_ms, self.error_kind, self.excerpt = duration_ms, error_kind, excerpt
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ToolCall) and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def failed(self) -> bool:
