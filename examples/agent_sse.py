@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import anyio
 from starlette.applications import Starlette
@@ -98,26 +98,33 @@ async def _relay(first: object, queue: asyncio.Queue, agent: asyncio.Task) -> As
             await asyncio.gather(agent, return_exceptions=True)
 
 
-def agent_app(slug: str, agent_name: str, model: str, answer: Answer) -> Starlette:
-    """A Starlette app with ``GET|POST /chat`` streaming ``answer`` and ``GET /health``."""
+def agent_app(
+    slug: str, agent_name: str, model: str, answer: Answer, more: Mapping[str, Answer] | None = None
+) -> Starlette:
+    """A Starlette app with ``GET|POST /chat`` streaming ``answer``, ``GET|POST /chat/NAME``
+    streaming each of ``more`` (other agents of the same app), and ``GET /health``."""
 
-    async def chat(request: Request) -> Response:
-        if request.method == "POST":
-            message = str((await request.json()).get("message", ""))
-        else:
-            message = request.query_params.get("q", "")
-        queue: asyncio.Queue = asyncio.Queue()
-        agent = asyncio.create_task(_run(answer, message, agent_name, model, queue))
-        first = await queue.get()
-        if isinstance(first, Exception) and (refusal := provider_refusal(first)) is not None:
-            await agent
-            return refusal
-        return StreamingResponse(_relay(first, queue, agent), media_type="text/event-stream")
+    def endpoint(answer: Answer) -> Callable[[Request], Awaitable[Response]]:
+        async def chat(request: Request) -> Response:
+            if request.method == "POST":
+                message = str((await request.json()).get("message", ""))
+            else:
+                message = request.query_params.get("q", "")
+            queue: asyncio.Queue = asyncio.Queue()
+            agent = asyncio.create_task(_run(answer, message, agent_name, model, queue))
+            first = await queue.get()
+            if isinstance(first, Exception) and (refusal := provider_refusal(first)) is not None:
+                await agent
+                return refusal
+            return StreamingResponse(_relay(first, queue, agent), media_type="text/event-stream")
+
+        return chat
 
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
+    chats = [Route(f"/chat/{name}", endpoint(other), methods=["GET", "POST"]) for name, other in (more or {}).items()]
     return Starlette(
-        routes=[Route("/chat", chat, methods=["GET", "POST"]), Route("/health", health)],
+        routes=[Route("/chat", endpoint(answer), methods=["GET", "POST"]), *chats, Route("/health", health)],
         middleware=[Middleware(cvdiag.CvdiagMiddleware, slug=slug, exclude_paths=("/health",))],
     )

@@ -7,7 +7,8 @@ at the HTTP client by ``cvdiag.instrument_httpx()``.
     CVDIAG_ENABLED=1 CVDIAG_TIER=verbose OPENAI_BASE_URL=http://127.0.0.1:4010/v1 OPENAI_API_KEY=mock \\
         uvicorn examples.langgraph_app:app --port 8000
 
-Settings: the SDK's own environment variables, and ``agent_sse``'s (``EXAMPLE_*``).
+Settings: the SDK's own environment variables, ``agent_sse``'s and ``tools``' (``EXAMPLE_*``) and
+``EXAMPLE_RECURSION_LIMIT`` (25 steps).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 import cvdiag
 from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, agent_app
-from examples.tools import lookup_order
+from examples.tools import TOOL_ERRORS_TO_MODEL, TOOLS
 
 cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
 
-tools = [tool(lookup_order)]
+#: The graph's step limit (model and tool steps together): LangGraph's own default is
+#: 10,000 steps, so a model that asks for the same tool forever would go on for hours.
+RECURSION_LIMIT = int(os.environ.get("EXAMPLE_RECURSION_LIMIT", "25"))
+tools = [tool(function) for function in TOOLS]
 llm = ChatOpenAI(
     model=MODEL,
     base_url=os.environ.get("OPENAI_BASE_URL"),
@@ -42,7 +46,9 @@ async def call_model(state: MessagesState) -> dict:
 
 builder = StateGraph(MessagesState)
 builder.add_node("model", call_model)
-builder.add_node("tools", ToolNode(tools))  # a tool that raises fails the run
+# By default a tool that raises fails the run; handle_tool_errors=True hands its error to
+# the model ("Error: ... Please fix your mistakes.") and the graph goes on.
+builder.add_node("tools", ToolNode(tools, handle_tool_errors=True) if TOOL_ERRORS_TO_MODEL else ToolNode(tools))
 builder.add_edge(START, "model")
 builder.add_conditional_edges("model", tools_condition)
 builder.add_edge("tools", "model")
@@ -51,7 +57,8 @@ graph = builder.compile()
 
 async def answer(message: str) -> AsyncIterator[str]:
     inputs = {"messages": [HumanMessage(message)]}
-    async for chunk, meta in graph.astream(inputs, stream_mode="messages"):
+    config = {"recursion_limit": RECURSION_LIMIT}
+    async for chunk, meta in graph.astream(inputs, config, stream_mode="messages"):
         from_model = isinstance(chunk, AIMessageChunk) and meta.get("langgraph_node") == "model"
         if from_model and isinstance(chunk.content, str):
             yield chunk.content

@@ -6,29 +6,56 @@ whole agent in one task and hands the deltas over a queue, which is the streamin
 pattern that works (awaiting the first delta in the endpoint and iterating the rest in
 ``StreamingResponse`` does not).
 
+A second agent at ``/chat/report`` answers with structured output (an ``OrderReport``,
+through pydantic-ai's default final-result tool).
+
     CVDIAG_ENABLED=1 CVDIAG_TIER=verbose OPENAI_BASE_URL=http://127.0.0.1:4010/v1 OPENAI_API_KEY=mock \\
         uvicorn examples.pydantic_ai_app:app --port 8000
 
-Settings: the SDK's own environment variables, and ``agent_sse``'s (``EXAMPLE_*``).
+Settings: the SDK's own environment variables, ``agent_sse``'s and ``tools``' (``EXAMPLE_*``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Callable
 
 import openai
-from pydantic_ai import Agent
+from pydantic import BaseModel
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import cvdiag
 from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, agent_app
-from examples.tools import lookup_order
+from examples.tools import TOOL_ERRORS_TO_MODEL, TOOLS
 
 cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
 
+
+def handed_back(function: Callable[..., str]) -> Callable[..., str]:
+    """``function`` with its errors given to the model: pydantic-ai's documented way is
+    ``ModelRetry`` (any other exception fails the run)."""
+
+    @functools.wraps(function)
+    def tool(*args: object, **kwargs: object) -> str:
+        try:
+            return function(*args, **kwargs)
+        except Exception as exc:
+            raise ModelRetry(f"{type(exc).__name__}: {exc}") from exc
+
+    return tool
+
+
+class OrderReport(BaseModel):
+    order_id: str
+    status: str
+
+
 client = openai.AsyncOpenAI(max_retries=MAX_RETRIES)
-agent = Agent(OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client)), tools=[lookup_order])
+model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client))
+agent = Agent(model, tools=[handed_back(f) if TOOL_ERRORS_TO_MODEL else f for f in TOOLS])
+report_agent = Agent(model, output_type=OrderReport)
 
 
 async def answer(message: str) -> AsyncIterator[str]:
@@ -37,4 +64,9 @@ async def answer(message: str) -> AsyncIterator[str]:
             yield delta
 
 
-app = agent_app("pydantic-ai", "pydantic-ai-agent", MODEL, answer)
+async def report(message: str) -> AsyncIterator[str]:
+    result = await report_agent.run(message)
+    yield result.output.model_dump_json()
+
+
+app = agent_app("pydantic-ai", "pydantic-ai-agent", MODEL, answer, more={"report": report})

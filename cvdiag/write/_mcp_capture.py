@@ -52,7 +52,9 @@ RESPONSE_MAX = 1 << 20
 #: Server names remembered (by server URL), and session calls waiting for their POST.
 _SERVERS_MAX = 256
 _OPEN_MAX = 1024
-_WATCHED = frozenset({"tools/call", "initialize", "tools/list"})
+#: ``server/discover`` is how the mcp SDK 2.x client opens a session (before or instead of
+#: ``initialize``): a server that cannot be reached fails there.
+_WATCHED = frozenset({"tools/call", "initialize", "server/discover", "tools/list"})
 _NAME_MAX = 64
 _DATA = re.compile(rb"^data:[ ]?(.*)$", re.MULTILINE)
 _ids = itertools.count(1)
@@ -351,6 +353,9 @@ class McpExchange:
 
     def _finish_with(self, message: dict) -> None:
         error = message.get("error")
+        if error is not None and self.method == "server/discover":
+            self._finish(None, None, None)  # a server without discovery: the client falls back to initialize
+            return
         if error is not None:
             text = error.get("message") if isinstance(error, dict) else str(error)
             code = error.get("code") if isinstance(error, dict) else None

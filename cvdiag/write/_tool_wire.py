@@ -390,10 +390,10 @@ class _Result:
         self.error_kind: str | None = None
         self.excerpt: str | None = None
         failure = is_failure(text)
-        if is_error:
-            self.error_kind = "protocol"
-        elif failure is not None:
+        if failure is not None:
             self.error_kind = failure.kind
+        elif is_error:  # the format's own flag on an error the app handed back (Anthropic is_error)
+            self.error_kind = "reported"
         if self.error_kind is not None:
             self.excerpt = text[:HEAD_CHARS].strip()
 

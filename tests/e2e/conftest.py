@@ -32,7 +32,7 @@ LLMOCK = E2E / "node_modules" / ".bin" / "llmock"
 FIXTURES = E2E / "fixtures"
 #: Heartbeats every 0.2 s, so aimock's injected latency shows several of them.
 HEARTBEAT_S = "0.2"
-_START_TIMEOUT_S = 30.0
+_START_TIMEOUT_S = 60.0  # a framework app imports for seconds, more on a busy CI machine
 _LOG_TIMEOUT_S = 15.0
 
 
