@@ -21,6 +21,7 @@ from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
 import cvdiag
+from cvdiag.diagnosis import Thresholds, diagnose
 from cvdiag.read.validate import problems
 
 pytestmark = pytest.mark.usefixtures("llm_capture_on")
@@ -175,6 +176,8 @@ def test_an_agent_that_raises_while_a_call_waits_gives_it_a_raised_timeout_befor
         "error_excerpt": None,
     }
     assert isinstance(response["duration_ms"], int) and response["duration_ms"] >= 0
+    got = diagnose(events)  # the agent's exception is the cause; the waiting call is evidence
+    assert got.cls == "server-error" and "weather service down" in got.reason, (got.cls, got.reason)
 
 
 def test_a_client_hanging_up_while_the_tool_runs_gives_the_call_a_timeout_before_the_abort(server, base):
@@ -192,6 +195,8 @@ def test_a_client_hanging_up_while_the_tool_runs_gives_the_call_a_timeout_before
     assert aborted["metadata"]["termination_kind"] == "rst"
     (response,) = [e for e in events if e["boundary"] == "backend.tool.call.response"]
     assert response["duration_ms"] >= 250  # up to the end of the request
+    got = diagnose(events, Thresholds(slow_s=0.1))  # not tool-slow: 0.3 s was up to the hang-up
+    assert got.cls == "client-disconnect", (got.cls, got.reason)
 
 
 @pytest.mark.parametrize("then", ["", "raise"])
