@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 import cvdiag
 from cvdiag.diagnosis import Thresholds, diagnose
+from cvdiag.read import toolcalls
 from cvdiag.read.validate import problems
 
 pytestmark = pytest.mark.usefixtures("llm_capture_on")
@@ -197,6 +198,10 @@ def test_a_client_hanging_up_while_the_tool_runs_gives_the_call_a_timeout_before
     assert response["duration_ms"] >= 250  # up to the end of the request
     got = diagnose(events, Thresholds(slow_s=0.1))  # not tool-slow: 0.3 s was up to the hang-up
     assert got.cls == "client-disconnect", (got.cls, got.reason)
+    # the faces (timeline, report, pytest) say the same: never answered, not failed
+    (call,) = toolcalls.tool_calls(events)
+    assert (call.outcome, call.failed, call.given_up, call.failure()) == ("timeout", False, True, "")
+    assert toolcalls.summary([call]) == "1 tool call, 1 never answered"
 
 
 @pytest.mark.parametrize("then", ["", "raise"])
