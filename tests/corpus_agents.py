@@ -109,7 +109,7 @@ class _Provider:
 provider = _Provider()
 
 
-async def _ask(client: openai.AsyncOpenAI, messages: list[dict], **kwargs: Any) -> tuple[str, list[dict]]:
+async def ask(client: openai.AsyncOpenAI, messages: list[dict], **kwargs: Any) -> tuple[str, list[dict]]:
     """One streamed answer: its text and the tool calls it asked for."""
     text, calls = [], {}
     stream = await client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True, **kwargs)
@@ -124,7 +124,7 @@ async def _ask(client: openai.AsyncOpenAI, messages: list[dict], **kwargs: Any) 
     return "".join(text), list(calls.values())
 
 
-def _with_results(messages: list[dict], calls: list[dict], result: str) -> list[dict]:
+def with_results(messages: list[dict], calls: list[dict], result: str) -> list[dict]:
     """The conversation with the answer that asked and each call's result, as a framework sends it."""
     asked = [
         {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["args"]}} for c in calls
@@ -150,9 +150,9 @@ def endpoints() -> dict[str, Any]:
     async def tool_round(scenario: str, result: str, tool_s: float = 0.0) -> str:
         client = provider.client(scenario)
         async with cvdiag.agent_scope("weather", model_id="gpt-4o-mini"):
-            _, calls = await _ask(client, QUESTION)
+            _, calls = await ask(client, QUESTION)
             await asyncio.sleep(tool_s)  # the tool, running
-            text, _ = await _ask(client, _with_results(QUESTION, calls, result))
+            text, _ = await ask(client, with_results(QUESTION, calls, result))
         return text
 
     async def tool_error(request: Any) -> Any:
@@ -167,10 +167,10 @@ def endpoints() -> dict[str, Any]:
         async def body() -> Any:
             client = provider.client("agent-tool-running-hangup")
             async with cvdiag.agent_scope("weather", model_id="gpt-4o-mini"):
-                _, calls = await _ask(client, QUESTION)
+                _, calls = await ask(client, QUESTION)
                 yield "data: looking it up\n\n"
                 await asyncio.sleep(30)  # the tool runs; the client hangs up meanwhile
-                await _ask(client, _with_results(QUESTION, calls, '{"celsius": 18}'))
+                await ask(client, with_results(QUESTION, calls, '{"celsius": 18}'))
             yield "data: never\n\n"
 
         return StreamingResponse(body(), media_type="text/event-stream")
@@ -180,16 +180,16 @@ def endpoints() -> dict[str, Any]:
         async with cvdiag.agent_scope("weather", model_id="gpt-4o-mini"):
             messages = QUESTION
             for _ in range(3):
-                _, calls = await _ask(client, messages)
-                messages = _with_results(messages, calls, '{"celsius": 18}')
-            _, calls = await _ask(client, messages)  # asked again: the limit stops the run here
+                _, calls = await ask(client, messages)
+                messages = with_results(messages, calls, '{"celsius": 18}')
+            _, calls = await ask(client, messages)  # asked again: the limit stops the run here
             raise GraphRecursionError(
                 "Recursion limit of 4 reached without hitting a stop condition. You can increase the limit by "
                 "setting the `recursion_limit` config key."
             )
 
     async def plain(scenario: str) -> Any:
-        text, _ = await _ask(provider.client(scenario), QUESTION)
+        text, _ = await ask(provider.client(scenario), QUESTION)
         return _sse(text)
 
     async def truncated(request: Any) -> Any:

@@ -12,6 +12,7 @@ import time
 import httpx
 import openai
 import pytest
+from corpus_agents import QUESTION, ask, with_results
 from emitkit import capture
 from llm_server import Reply, llm_capture_on_fixture, server_fixture  # noqa: F401 (fixtures)
 from serverkit import running_server
@@ -32,26 +33,6 @@ TOOLS = Reply.sse("openai_chat_tools_stream.sse")
 TEXT = Reply.sse("openai_chat_stream.sse")
 TERMINALS = ("backend.response.complete", "backend.sse.aborted", "backend.error.caught")
 TOOL_LINES = ("backend.tool.call.start", "backend.tool.call.response")
-QUESTION = [{"role": "user", "content": "Weather in Paris?"}]
-
-
-async def _ask(client: openai.AsyncOpenAI, messages: list[dict]) -> list[dict]:
-    """One streamed answer; the tool calls it asked for, as the SDK's caller rebuilds them."""
-    calls: dict[int, dict] = {}
-    stream = await client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True)
-    async for chunk in stream:
-        for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
-            held = calls.setdefault(call.index, {"id": call.id, "name": call.function.name, "args": ""})
-            held["args"] += call.function.arguments or ""
-    return list(calls.values())
-
-
-def _answered(messages: list[dict], calls: list[dict], result: str) -> list[dict]:
-    asked = [
-        {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["args"]}} for c in calls
-    ]
-    answers = [{"role": "tool", "tool_call_id": c["id"], "content": result} for c in calls]
-    return [*messages, {"role": "assistant", "tool_calls": asked}, *answers]
 
 
 def _app(llm_url: str) -> Starlette:
@@ -61,14 +42,14 @@ def _app(llm_url: str) -> Starlette:
     async def raises(request: Request) -> PlainTextResponse:
         """The model asks for get_weather; the tool raises and the agent does not catch it."""
         async with cvdiag.agent_scope("weather"):
-            await _ask(client(), QUESTION)
+            await ask(client(), QUESTION)
             raise RuntimeError("weather service down")
 
     async def hangs(request: Request) -> StreamingResponse:
         """The model asks; the tool runs long; the client hangs up meanwhile."""
 
         async def body():
-            await _ask(client(), QUESTION)
+            await ask(client(), QUESTION)
             yield b"data: asked\n\n"
             await asyncio.sleep(20)  # the tool, running
             yield b"data: never\n\n"
@@ -78,8 +59,8 @@ def _app(llm_url: str) -> Starlette:
     async def answers(request: Request) -> PlainTextResponse:
         """The model asks, the result goes back in the next request; ``?then=raise`` fails after it."""
         messages = QUESTION
-        calls = await _ask(client(), messages)
-        await _ask(client(), _answered(messages, calls, "18 C, sunny"))
+        _, calls = await ask(client(), messages)
+        await ask(client(), with_results(messages, calls, "18 C, sunny"))
         if request.query_params.get("then") == "raise":
             raise RuntimeError("the answer could not be rendered")
         return PlainTextResponse("done")
@@ -87,19 +68,19 @@ def _app(llm_url: str) -> Starlette:
     async def hands_over(request: Request) -> PlainTextResponse:
         """The model asks for a tool that the client runs (a frontend tool): the request
         ends well with the call waiting; its result comes in the client's next request."""
-        await _ask(client(), QUESTION)
+        await ask(client(), QUESTION)
         return PlainTextResponse("run get_weather yourself")
 
     async def nested(request: Request) -> PlainTextResponse:
         """An inner agent fails while the outer agent's call waits; the outer one carries on."""
         async with cvdiag.agent_scope("outer"):
-            calls = await _ask(client(), QUESTION)
+            _, calls = await ask(client(), QUESTION)
             try:
                 async with cvdiag.agent_scope("inner"):
                     raise ValueError("inner agent gave up")
             except ValueError:
                 pass
-            await _ask(client(), _answered(QUESTION, calls, "18 C, sunny"))
+            await ask(client(), with_results(QUESTION, calls, "18 C, sunny"))
         return PlainTextResponse("done")
 
     async def boom(request: Request) -> PlainTextResponse:
@@ -223,15 +204,15 @@ def test_a_request_that_ends_well_leaves_a_handed_over_call_waiting_for_the_next
         assert _tool_lines(events) == [("start", "info", "call_abc", None)]
         # The client ran the tool: its next request (same test id) carries the result.
         with cvdiag.request_context(test_id="end-handover"):
-            asyncio.run(_ask_answered(server.url))
+            asyncio.run(_askwith_results(server.url))
         events = [e for e in cap.events() if e["test_id"] == "end-handover"]
     assert _tool_lines(events) == [("start", "info", "call_abc", None), ("response", "ok", "call_abc", None)]
 
 
-async def _ask_answered(llm_url: str) -> None:
+async def _askwith_results(llm_url: str) -> None:
     client = openai.AsyncOpenAI(base_url=llm_url + "/v1", api_key="sk-test-1", max_retries=0)
     calls = [{"id": "call_abc", "name": "get_weather", "args": '{"city":"Paris"}'}]
-    await _ask(client, _answered(QUESTION, calls, "18 C, sunny"))
+    await ask(client, with_results(QUESTION, calls, "18 C, sunny"))
 
 
 def test_another_request_of_the_same_test_failing_leaves_the_waiting_call_alone(server, base):
@@ -266,15 +247,15 @@ def test_without_middleware_the_outermost_agent_scope_ends_its_waiting_calls(ser
     async def agent() -> None:
         client = llm()
         async with cvdiag.agent_scope("worker"):
-            calls = await _ask(client, QUESTION)
+            _, calls = await ask(client, QUESTION)
             async with cvdiag.agent_scope("helper"):
-                await _ask(client, _answered(QUESTION, calls, "18 C"))
+                await ask(client, with_results(QUESTION, calls, "18 C"))
             raise asyncio.CancelledError  # cancelled while nothing waits
 
     async def agent_waiting() -> None:
         client = llm()
         async with cvdiag.agent_scope("worker"):
-            await _ask(client, QUESTION)
+            await ask(client, QUESTION)
             raise KeyError("get_weather")
 
     with capture("verbose") as cap:
