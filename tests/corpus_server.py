@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import corpus_agents
 import httpx
 import uvicorn
 from serverkit import free_port, wait_until_serving
@@ -202,6 +203,7 @@ def build_app(wrap: str = "inner") -> Any:
         "agent-error": agent_error,
         "agent-error-stream": agent_error_stream,
         "unavailable": unavailable,
+        **corpus_agents.endpoints(),
     }
     routes = [Route(f"/chat/{name}", fn) for name, fn in endpoints.items()]
     routes.append(Route("/health", health))
@@ -221,6 +223,7 @@ def build_app(wrap: str = "inner") -> Any:
 def serve(wrap: str, tier: str, port: int, log: str) -> None:
     """The server side of a scenario run: cvdiag writes to ``log`` (NDJSON)."""
     cvdiag.configure(enabled=True, tier=tier, environ={"CVDIAG_ENV": "test"}, stdout=False, file=log)
+    cvdiag.instrument_httpx(llm=True, heartbeat_s=HEARTBEAT_S)  # the agent scenarios' provider calls
     uvicorn.run(build_app(wrap), host="127.0.0.1", port=port, log_level="critical", lifespan="on")
 
 

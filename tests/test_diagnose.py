@@ -81,6 +81,17 @@ def test_corpus_has_hand_built_and_emitter_scenarios_for_the_issue():
         "provider-empty-answer",
         "agent-error-json",
         "killed-mid-stream",
+        # issue 15: agents on a real provider stand-in, through the HTTP capture
+        "agent-tool-error",
+        "agent-tool-slow",
+        "agent-tool-running-hangup",
+        "agent-loop-limit",
+        "agent-truncated",
+        "agent-filtered",
+        "agent-output-invalid",
+        "agent-auth",
+        "agent-config",
+        "agent-context-overflow",
     ):
         assert scenario in names
 

@@ -336,6 +336,32 @@ def test_an_mcp_call_never_answered_is_tool_error_and_a_wire_call_never_answered
     assert diagnose(wire).cls == "incomplete"
 
 
+def _given_up(t: float, name: str, ms: int, kind: str) -> list[dict]:
+    """A wire call whose result never came back: the line the request's end writes for it."""
+    call = {"tool_name": name, "call_id": f"c{int(t * 1000)}", "source": "wire", "server": None}
+    result = {"result_chars": None, "error_kind": kind, "error_excerpt": None}
+    return [
+        _at("backend.tool.call.start", t, call | {"args_chars": 20, "args_hash": "9a8b7c6d"}),
+        _at("backend.tool.call.response", t + ms / 1000, call | result, outcome="timeout", duration_ms=ms),
+    ]
+
+
+def test_a_wire_call_given_up_at_the_end_of_its_request_is_evidence_not_the_cause():
+    hang_up = _request() + _answer(0.1, tools=("crawl",)) + _given_up(0.7, "crawl", 8000, "timeout")
+    hang_up += [_at("backend.sse.aborted", 8.7, {"termination_kind": "rst", "bytes_before_abort": 0}, outcome="err",
+                    duration_ms=8700)]  # fmt: skip
+    got = diagnose(hang_up, Thresholds(slow_s=3.0))
+    assert got.cls == "client-disconnect", got.reason  # not tool-error, not tool-slow (8 s up to the hang-up)
+    raised = _request() + _answer(0.1, tools=("crawl",)) + _given_up(0.7, "crawl", 300, "raised")
+    raised += _raised(1.0, "RuntimeError", "crawler crashed")
+    got = diagnose(raised)
+    assert got.cls != "tool-error" and "crawler crashed" in got.reason, (got.cls, got.reason)
+    # the same line from an MCP call (the call itself seen) is the tool's own timeout: tool-error
+    mcp = _request() + _answer(0.1, tools=("crawl",)) + _tool(0.7, "crawl", source="mcp", outcome="timeout",
+                                                              kind="timeout", ms=300) + _done(1.5)  # fmt: skip
+    assert diagnose(mcp).cls == "tool-error"
+
+
 # -- issue 18 item 16: a stream nobody closes ---------------------------------------------------
 
 

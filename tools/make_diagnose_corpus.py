@@ -968,6 +968,7 @@ def hand_scenarios() -> list[dict[str, Any]]:
 # at the default tier there are no LLM events, and a scenario whose only trace is an LLM
 # event would just be "ok" there.
 _ALL = ("debug", "verbose", "default")
+_VERBOSE = ("debug", "verbose")
 BACKEND_PLAN: tuple[tuple[str, str, Driver, dict[str, str]], ...] = (
     ("happy-sse", "happy", read_whole, dict.fromkeys(_ALL, "ok")),
     ("happy-json-sync", "happy-json", read_whole, dict.fromkeys(_ALL, "ok")),
@@ -985,13 +986,32 @@ BACKEND_PLAN: tuple[tuple[str, str, Driver, dict[str, str]], ...] = (
     ),
     ("raise-before-response", "raise-before", read_whole, dict.fromkeys(_ALL, "server-error")),
     ("raise-mid-stream", "raise-mid", read_whole, dict.fromkeys(_ALL, "stream-error")),
-    ("llm-raises", "llm-raise", read_whole, {"debug": "llm-error", "verbose": "llm-error", "default": "server-error"}),
+    # A failed LLM call is written at the default tier too (spec: tier promotion).
+    ("llm-raises", "llm-raise", read_whole, dict.fromkeys(_ALL, "llm-error")),
     ("llm-raises-handled", "llm-raise-handled", read_whole, {"debug": "llm-error", "verbose": "llm-error"}),
     ("llm-slow-heartbeats", "llm-slow", read_whole, {"debug": "llm-slow", "verbose": "llm-slow"}),
     ("provider-empty-answer", "empty", read_whole, {"debug": "provider-empty", "verbose": "provider-empty"}),
     ("agent-error-json", "agent-error", read_whole, dict.fromkeys(_ALL, "agent-error")),
     ("agent-error-stream", "agent-error-stream", read_whole, dict.fromkeys(_ALL, "agent-error")),
     ("status-503", "unavailable", read_whole, dict.fromkeys(_ALL, "server-error")),
+    # agent scenarios: a real provider stand-in through the HTTP capture (tests/corpus_agents.py).
+    # Tool lines and answers' finish reasons are verbose: at the default tier only failed
+    # LLM calls (promoted) and the agent's exit are written.
+    ("agent-tool-error", "agent-tool-error", read_whole, dict.fromkeys(_VERBOSE, "tool-error")),
+    ("agent-tool-slow", "agent-tool-slow", read_whole, dict.fromkeys(_VERBOSE, "tool-slow")),
+    (
+        "agent-tool-running-hangup",
+        "agent-tool-running-hangup",
+        hang_up_after_first_chunk,
+        dict.fromkeys(_ALL, "client-disconnect"),
+    ),
+    ("agent-loop-limit", "agent-loop-limit", read_whole, dict.fromkeys(_ALL, "agent-loop")),
+    ("agent-truncated", "agent-truncated", read_whole, dict.fromkeys(_VERBOSE, "output-truncated")),
+    ("agent-filtered", "agent-filtered", read_whole, dict.fromkeys(_VERBOSE, "content-filtered")),
+    ("agent-output-invalid", "agent-output-invalid", read_whole, dict.fromkeys(_VERBOSE, "output-invalid")),
+    ("agent-auth", "agent-auth", read_whole, dict.fromkeys(_ALL, "llm-auth")),
+    ("agent-config", "agent-config", read_whole, dict.fromkeys(_ALL, "llm-config")),
+    ("agent-context-overflow", "agent-context-overflow", read_whole, dict.fromkeys(_ALL, "context-overflow")),
     # kill -9 scenarios: each on its own server.
     (
         "killed-mid-stream",

@@ -138,6 +138,8 @@ class Agentic:
                 self.tool_errors += 1
                 if _earlier(self.tool_failed, call):
                     self.tool_failed = call
+        elif given_up(call):  # its duration is up to the request's end, not the tool's
+            pass
         elif ms is not None and (self.tool_slowest is None or ms > (self.tool_slowest.ms or 0.0)):
             self.tool_slowest = call
 
@@ -190,6 +192,16 @@ def _pair(name: str, digest: str) -> int:
 
 
 def failed_call(call: ToolCall) -> bool:
-    """A tool call that failed: outcome err, or a timeout of the tool's own (a call
-    cancelled with its request, outcome timeout and no error kind, did not fail)."""
-    return call.outcome == "err" or (call.outcome == "timeout" and call.error_kind is not None)
+    """A tool call that failed: outcome err, or a timeout of the tool's own. A call
+    cancelled with its request (outcome timeout, no error kind) did not fail, nor did a
+    ``wire`` call given up when its request ended (outcome timeout): the wire saw only that
+    no result came back before the end, so the end (a hang-up, a cancellation, the agent's
+    exception) is the cause and the call is evidence."""
+    if call.outcome == "timeout":
+        return call.error_kind is not None and call.source != "wire"
+    return call.outcome == "err"
+
+
+def given_up(call: ToolCall) -> bool:
+    """A ``wire`` call whose result never came back before its request ended."""
+    return call.outcome == "timeout" and call.source == "wire"

@@ -45,7 +45,15 @@ class ToolCall:
 
     @property
     def failed(self) -> bool:
-        return self.outcome == "err" or (self.outcome == "timeout" and self.error_kind is not None)
+        """Outcome err, or a timeout of the tool's own; not a wire call given up (``given_up``)."""
+        if self.outcome == "timeout":
+            return self.error_kind is not None and not self.given_up
+        return self.outcome == "err"
+
+    @property
+    def given_up(self) -> bool:
+        """A ``wire`` call whose result never came back before its request ended."""
+        return self.outcome == "timeout" and self.source == "wire"
 
     @property
     def where(self) -> str:
@@ -117,7 +125,7 @@ def _call(md: Mapping[str, Any], outcome: str, duration_ms: float | None) -> Too
 def summary(calls: list[ToolCall]) -> str:
     """``3 tool calls, 1 failed: forecast (protocol)``."""
     failed = [c for c in calls if c.failed]
-    opened = sum(c.outcome == "open" for c in calls)
+    opened = sum(c.outcome == "open" or c.given_up for c in calls)
     text = f"{len(calls)} tool call" + ("" if len(calls) == 1 else "s")
     if failed:
         names = ", ".join(dict.fromkeys(f"{c.name} ({c.error_kind or c.outcome})" for c in failed))

@@ -40,8 +40,8 @@ from cvdiag.write._errors import is_cancelled
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write._llm_stream import AnswerReader
 from cvdiag.write._tool_wire import Watch, watch_request
-from cvdiag.write.context import RequestContext, bind, current_context, new_context, unbind
-from cvdiag.write.emitter import active_tier, count_internal_error, emit, is_enabled, note_internal_error
+from cvdiag.write.context import RequestContext, current_context, new_context
+from cvdiag.write.emitter import active_tier, count_internal_error, emit_as, is_enabled, note_internal_error
 from cvdiag.write.llm_routes import LLMRoute, recognise
 from cvdiag.write.scopes import LLMCall, current_llm_call
 from cvdiag.write.scrubber import scrub_clipped
@@ -147,16 +147,8 @@ def _retry_after_ms(headers: Any) -> int | None:
     return max(0, int((when.timestamp() - time.time()) * 1000))
 
 
-def _emit_as(ctx: RequestContext, boundary: str, metadata: dict[str, Any], **kwargs: Any) -> None:
-    """Emit bound to the call's context, whichever thread or task finishes the call."""
-    if current_context() is ctx:
-        emit(boundary, metadata, **kwargs)
-        return
-    token = bind(ctx)
-    try:
-        emit(boundary, metadata, **kwargs)
-    finally:
-        unbind(token)
+#: Emit bound to the call's context, whichever thread or task finishes the call.
+_emit_as = emit_as
 
 
 class Exchange:
@@ -358,7 +350,7 @@ class Exchange:
                 latency = fields["latency_ms"]
                 _emit_as(self.ctx, "backend.llm.call.response", fields, outcome=outcome, duration_ms=latency)
             if watch is not None and outcome == "ok":
-                for metadata in watch.asked(time.monotonic_ns()):
+                for metadata in watch.asked(time.monotonic_ns(), self.ctx):
                     _emit_as(self.ctx, "backend.tool.call.start", metadata)
         except Exception:
             note_internal_error()

@@ -33,10 +33,21 @@ from typing import Any
 from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, TOOL_EXCERPT_MAX_CHARS, TOOL_NAMES_MAX
 from cvdiag.write._output_schema import ANSWER_CAP, Schema, requested
 from cvdiag.write._tool_failures import HEAD_CHARS, is_failure
-from cvdiag.write.emitter import note_internal_error
+from cvdiag.write.context import RequestContext
+from cvdiag.write.emitter import emit_as, note_internal_error
 from cvdiag.write.scrubber import scrub_clipped
 
-__all__ = ["NEW_BYTES_MAX", "AnswerTools", "Asked", "Memory", "Watch", "args_hash", "memory", "watch_request"]
+__all__ = [
+    "NEW_BYTES_MAX",
+    "AnswerTools",
+    "Asked",
+    "Memory",
+    "Watch",
+    "args_hash",
+    "close_waiting",
+    "memory",
+    "watch_request",
+]
 
 #: Argument text kept per asked call, for its hash (beyond: the hash of this much, and the length).
 ARGS_KEEP = 1 << 16
@@ -465,13 +476,21 @@ _RESULT_READERS = {
 }
 
 
-class _Pending:
-    __slots__ = ("asked_ns", "call_id", "name")
+#: (metadata, outcome, duration_ms) of a backend.tool.call.response line to write.
+_Line = tuple[dict[str, Any], str, int]
 
-    def __init__(self, call_id: str | None, name: str | None, asked_ns: int) -> None:
+
+class _Pending:
+    """An asked call waiting for its result; ``owner`` is the request context it was asked
+    in (by identity), so that only the end of that request gives up on it."""
+
+    __slots__ = ("asked_ns", "call_id", "name", "owner")
+
+    def __init__(self, call_id: str | None, name: str | None, asked_ns: int, owner: object = None) -> None:
         self.call_id = call_id
         self.name = name
         self.asked_ns = asked_ns
+        self.owner = owner
 
 
 class _Conversation:
@@ -531,12 +550,13 @@ class Watch:
             valid = self.schema.check(tools.answer_text, args)
         return {"tool_calls": count, "tool_names": tools.names() if count else None, "output_valid": valid}
 
-    def asked(self, now_ns: int) -> list[dict[str, Any]]:
-        """The backend.tool.call.start lines of a complete answer; its calls wait for results."""
+    def asked(self, now_ns: int, owner: object = None) -> list[dict[str, Any]]:
+        """The backend.tool.call.start lines of a complete answer; its calls wait for
+        results (``owner``: the request context they were asked in)."""
         calls = self.tools.calls
         if not calls:
             return []
-        memory.asked(self.test_id, calls, now_ns)
+        memory.asked(self.test_id, calls, now_ns, owner)
         return [call.start_line() for call in calls]
 
 
@@ -580,11 +600,11 @@ class Memory:
 
     # -- the answer asked --------------------------------------------------------------
 
-    def asked(self, test_id: str, calls: list[Asked], now_ns: int) -> None:
+    def asked(self, test_id: str, calls: list[Asked], now_ns: int, owner: object = None) -> None:
         """Remember calls an answer asked for, to pair with their results later."""
         with self.lock:
             for call in calls:
-                pending = _Pending(call.call_id, call.name, now_ns)
+                pending = _Pending(call.call_id, call.name, now_ns, owner)
                 if call.call_id is not None:
                     key = (test_id, call.call_id)
                     if key not in self.pending:
@@ -629,6 +649,29 @@ class Memory:
                     del self.by_name[(test_id, result.name)]
                 return found
         return None
+
+    def abandon(self, test_id: str, owner: object, error_kind: str, now_ns: int) -> list[_Line]:
+        """The backend.tool.call.response lines (outcome ``timeout``) of the calls asked in
+        the request context ``owner`` that still wait, forgotten. Nothing to scan (O(1))
+        while no call of the test waits; else one pass over the bounded waiting calls."""
+        if owner is None or not self.waiting.get(test_id):
+            return []
+        lines = []
+        with self.lock:
+            for key in [k for k, p in self.pending.items() if k[0] == test_id and p.owner is owner]:
+                lines.append(_abandoned(self.pending.pop(key), error_kind, now_ns))
+                self._wait(test_id, -1)
+            for key in [k for k in self.by_name if k[0] == test_id]:
+                queue = self.by_name[key]
+                kept = deque(p for p in queue if p.owner is not owner)
+                lines.extend(_abandoned(p, error_kind, now_ns) for p in queue if p.owner is owner)
+                self._wait(test_id, len(kept) - len(queue))
+                if kept:
+                    self.by_name[key] = kept
+                else:
+                    del self.by_name[key]
+        lines.sort(key=lambda line: -line[2])  # in the order they were asked
+        return lines
 
     # -- a request -----------------------------------------------------------------------
 
@@ -744,6 +787,21 @@ def result_line(pending: _Pending, result: _Result, now_ns: int) -> tuple[dict[s
     return metadata, "err" if failed else "ok", max(0, (now_ns - pending.asked_ns) // 1_000_000)
 
 
+def _abandoned(pending: _Pending, error_kind: str, now_ns: int) -> tuple[dict[str, Any], str, int]:
+    """The line of a call whose result never came back: outcome timeout, ``error_kind`` as
+    the request ended (``raised`` or ``timeout``), its duration up to that end."""
+    metadata = {
+        "tool_name": pending.name,
+        "call_id": _clip(pending.call_id),
+        "source": "wire",
+        "server": None,
+        "result_chars": None,
+        "error_kind": error_kind,
+        "error_excerpt": None,
+    }
+    return metadata, "timeout", max(0, (now_ns - pending.asked_ns) // 1_000_000)
+
+
 memory = Memory()
 
 
@@ -754,3 +812,19 @@ def watch_request(test_id: str, api: str, body: bytes | None) -> Watch | None:
     except Exception:
         note_internal_error()
         return None
+
+
+def close_waiting(ctx: RequestContext | None, *, raised: bool) -> None:
+    """Give up on the wire calls asked in request ``ctx`` that still wait for their result,
+    when the request ends abnormally (the middleware's terminal, or the outermost
+    ``agent_scope``): one backend.tool.call.response each, outcome ``timeout``,
+    ``error_kind`` ``raised`` when the app's own exception ended it, else ``timeout``.
+    Never raises (but in strict mode)."""
+    if ctx is None:
+        return
+    try:
+        lines = memory.abandon(ctx.test_id, ctx, "raised" if raised else "timeout", time.monotonic_ns())
+        for metadata, outcome, duration_ms in lines:
+            emit_as(ctx, "backend.tool.call.response", metadata, outcome=outcome, duration_ms=duration_ms)
+    except Exception:
+        note_internal_error()

@@ -9,6 +9,7 @@ that keeps that request's state as attributes and gives the app its ``receive`` 
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Iterable, Mapping
 
@@ -112,6 +113,14 @@ def _emit_ingress(scope: Scope, found: Mapping[bytes, bytes], adopted: bool) -> 
 
 def _emit_error(error: BaseException, elapsed: int) -> None:
     emit_edge("backend.error.caught", error_metadata(error), outcome="err", duration_ms=elapsed, edge_headers=None)
+
+
+def _close_tool_calls(ctx: RequestContext, *, raised: bool) -> None:
+    """The tool calls this request asked for on the wire and never answered get their
+    response line before the terminal (only when LLM capture is loaded: no import here)."""
+    tool_wire = sys.modules.get("cvdiag.write._tool_wire")
+    if tool_wire is not None:
+        tool_wire.close_waiting(ctx, raised=raised)
 
 
 class CvdiagMiddleware:
@@ -377,6 +386,8 @@ class _Responder:
         gone = self.disconnected or isinstance(error, ClientDisconnect)
         # The app's own exception, which backend.error.caught explains.
         caught = error if isinstance(error, Exception) and not gone else None
+        if error is not None or gone or not self.finished or self.status >= 500:
+            _close_tool_calls(self.ctx, raised=caught is not None)
         # Finished after the client left: a middleware between (BaseHTTPMiddleware) ended
         # the body of a stream that the client no longer read.
         if self.finished and not self.disconnected:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import sys
 import threading
 import time
 from types import TracebackType
@@ -81,6 +82,8 @@ class agent_scope(_Scope):
                 terminal = "cancelled"
             else:
                 terminal = "error"
+            if self._tokens is not None and terminal != "ok":
+                _close_tool_calls(terminal == "error")
             elapsed = elapsed_ms(self._start_ns)
             emit(
                 "backend.agent.exit",
@@ -103,6 +106,14 @@ class agent_scope(_Scope):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+def _close_tool_calls(raised: bool) -> None:
+    """An outermost scope (it bound the context: no middleware) that failed gives up on
+    the tool calls asked in it and never answered (see ``_tool_wire.close_waiting``)."""
+    tool_wire = sys.modules.get("cvdiag.write._tool_wire")
+    if tool_wire is not None:
+        tool_wire.close_waiting(current_context(), raised=raised)
 
 
 def _error_message(exc: BaseException | None) -> str | None:
