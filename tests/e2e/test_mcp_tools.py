@@ -63,10 +63,15 @@ def test_mcp_tool_error_is_a_tool_error_naming_the_server(ask, route, message, t
     assert excerpt in mcp["metadata"]["error_excerpt"]
     server = mcp["metadata"]["server"]
     assert server
+    (wire,) = [t for t in run.tools if t["metadata"]["source"] == "wire"]  # the SDK's hand-back to the model
+    assert wire["metadata"]["tool_name"] == tool
     verdict = run.diagnose()
     assert verdict["class"] == "tool-error"
     assert tool in verdict["reason"]
     assert server in verdict["reason"]
+    # One call, seen on the MCP traffic and on the wire: not "2 of 2 tool calls failed".
+    assert "tool calls failed" not in verdict["reason"], verdict["reason"]
+    assert f"Tool {tool} (mcp, server {server}) failed (protocol)" in verdict["reason"]
 
 
 @pytest.mark.parametrize("route", ["doomed-http", "orders-stdio"])
