@@ -662,3 +662,20 @@ def test_thousands_of_wire_and_mcp_calls_keep_the_merge_bounded():
     for env in [e for i in range(100, 5100) for e in pair(i)]:
         ev.add(env)
     assert len(pickle.dumps(ev)) < size + 512
+
+
+def test_an_mcp_call_seen_on_the_wire_too_counts_once_towards_a_loop():
+    """Two calls with the same arguments, each seen on MCP and on the wire, are two calls
+    (not four: not a loop), the run still asking for more."""
+
+    def twice_seen(t: float) -> list[dict]:
+        return _tool(t, "lookup_order", ms=900) + _tool(t + 0.1, "lookup_order", source="mcp", server="orders", ms=300)
+
+    events = _request() + _answer(0.0, tools=("lookup_order",)) + twice_seen(0.5)
+    events += _answer(1.4, tools=("lookup_order",)) + twice_seen(1.9) + _answer(2.8, tools=("lookup_order",))
+    got = diagnose(events + _done(3.5))
+    assert got.cls != "agent-loop", got.reason
+    looping = events + twice_seen(3.3) + _answer(4.2, tools=("lookup_order",)) + _done(5.0)
+    assert diagnose(looping).reason == (
+        "The model called lookup_order 3 times with the same arguments and never gave a final answer."
+    )

@@ -17,7 +17,7 @@ from cvdiag.diagnosis._causes import OUTPUT_TOOL_PREFIX
 from cvdiag.diagnosis._convert import TEXT_LIMIT, as_name, as_text
 from cvdiag.diagnosis._picks import Pick, earlier, later
 
-#: Distinct (tool, arguments hash) pairs counted for loop detection; a test inventing
+#: Distinct (tool, arguments hash, source) keys counted for loop detection; a test inventing
 #: more keeps the counts it has.
 MAX_REPEAT_KEYS = 32
 #: A failed tool call's excerpt kept for a reason sentence.
@@ -95,7 +95,7 @@ class Agentic:
         # end in microseconds (the end doubled, plus 1 when it failed); see ``calls``.
         self.spans_wire: array[int] | None = None
         self.spans_mcp: array[int] | None = None
-        # One 64-bit word per (name, args_hash): its CRC-32 above, its calls in the low 16 bits
+        # One 64-bit word per (name, args_hash, source): its CRC-32 above, its calls in the low 16 bits
         # (a dict of these would cost three times more, and most tests call a tool or two).
         self.repeats: array[int] | None = None
         self.repeat_top_calls = 0  # calls of the most repeated (name, args_hash), and its name
@@ -113,7 +113,9 @@ class Agentic:
         self._seen(key)
         name, digest = as_name(md.get("tool_name")), as_text(md.get("args_hash"))
         if name and digest:
-            calls = self._repeat(_pair(name, digest))
+            # Counted per source: each source sees a call once, and one MCP call is seen
+            # twice (on MCP and on the wire), so the most of any source is the calls made.
+            calls = self._repeat(_pair(name, digest, as_name(md.get("source")) or ""))
             if (calls, name) > (self.repeat_top_calls, self.repeat_top_name or ""):
                 self.repeat_top_calls, self.repeat_top_name = calls, name
         if md.get("source") != "wire":  # a wire call starts when the model asks: never "open"
@@ -235,9 +237,9 @@ def _earlier(held: ToolCall | None, call: ToolCall) -> bool:
     return earlier(held, held.key if held is not None else None, call.key)
 
 
-def _pair(name: str, digest: str) -> int:
-    """A tool and its arguments' hash as one 32-bit number."""
-    return _crc(f"{name}\0{digest}")
+def _pair(name: str, digest: str, source: str) -> int:
+    """A tool, its arguments' hash and where the call was seen as one 32-bit number."""
+    return _crc(f"{name}\0{digest}\0{source}")
 
 
 def _crc(text: str) -> int:
