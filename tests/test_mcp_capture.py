@@ -152,6 +152,26 @@ def test_a_stdio_server_whose_command_does_not_exist_is_a_transport_failure_of_i
     assert response["metadata"]["error_excerpt"].startswith("FileNotFoundError: ")
 
 
+def test_a_failed_spawn_reaches_the_app_unchanged_when_disabled_or_when_cvdiag_breaks(tmp_path, monkeypatch):
+    params = StdioServerParameters(command=str(tmp_path / "orders-mcp-server"))
+
+    async def run():
+        async with stdio_client(params):
+            pass
+
+    with capture("verbose", enabled=False) as cap, pytest.raises(FileNotFoundError):
+        asyncio.run(run())
+    assert cap.all() == []
+
+    def broken(*args):
+        raise RuntimeError("cvdiag broke")
+
+    monkeypatch.setattr(_mcp_capture, "_spawn_failed", broken)
+    with capture("verbose") as cap, pytest.raises(FileNotFoundError):
+        asyncio.run(run())
+    assert cap.of("backend.tool.call.response") == []
+
+
 # -- raw JSON-RPC over httpx: shapes a healthy server never sends --------------------------
 
 
