@@ -582,3 +582,126 @@ def test_a_call_cancelled_as_the_client_left_is_not_left_running():
     got = diagnose(events)
     assert got.cls == "client-disconnect" and "left running" not in got.reason, got.reason
     assert "its LLM call was cancelled" in got.reason
+
+
+# -- one MCP call seen twice: on the MCP traffic and on the wire's hand-back ---------------------
+
+HANDED_BACK = "An error occurred while running the tool. Please try again."
+MCP_RAISED = "Error executing tool lookup_order: The order service is down"
+
+
+def _mcp_call_handed_back(*, mcp_at: float = 0.6, mcp_ms: int = 300, wire_outcome: str = "err",
+                          mcp_outcome: str = "err", mcp_name: str = "lookup_order") -> list[dict]:  # fmt: skip
+    """The model asks at 0.5 for lookup_order, the MCP call runs inside (by default
+    0.6-0.9), the framework hands its error back in the request at 1.4."""
+    wire_failed = wire_outcome == "err"
+    mcp_failed = mcp_outcome == "err"
+    return (
+        _request()
+        + _answer(0.0, tools=("lookup_order",))
+        + _tool(
+            0.5,
+            "lookup_order",
+            ms=900,
+            outcome=wire_outcome,
+            kind="reported" if wire_failed else None,
+            excerpt=HANDED_BACK if wire_failed else None,
+        )
+        + _tool(
+            mcp_at,
+            mcp_name,
+            source="mcp",
+            server="orders",
+            ms=mcp_ms,
+            outcome=mcp_outcome,
+            kind="protocol" if mcp_failed else None,
+            excerpt=MCP_RAISED if mcp_failed else None,
+        )
+        + _answer(1.4)
+        + _done(2.0)
+    )
+
+
+def test_an_mcp_call_and_the_wire_hand_back_of_its_error_are_one_call():
+    got = diagnose(_mcp_call_handed_back())
+    assert (got.cls, got.reason) == (
+        "tool-error",
+        f"Tool lookup_order (mcp, server orders) failed (protocol): '{MCP_RAISED}'; "
+        "the response still completed with HTTP 200.",
+    )
+    assert got.evidence["tool_calls"] == {"started": 1, "answered": 1, "failed": 1}
+    assert got.evidence["tool_error"]["server"] == "orders"
+
+
+def test_an_mcp_error_the_wire_handed_back_as_plain_text_is_one_failed_call():
+    """The Agents SDK hands an isError result back as the tool's own text: only MCP tells."""
+    got = diagnose(_mcp_call_handed_back(wire_outcome="ok"))
+    assert got.cls == "tool-error" and "tool calls failed" not in got.reason
+    assert got.evidence["tool_calls"] == {"started": 1, "answered": 1, "failed": 1}
+
+
+@pytest.mark.parametrize(
+    "apart",
+    [
+        {"mcp_at": 0.3},  # the MCP call started before the model asked
+        {"mcp_at": 1.2, "mcp_ms": 400},  # it ended after the wire's result was sent
+        {"mcp_name": "cancel_order"},  # another tool
+    ],
+    ids=["started-before", "ended-after", "other-tool"],
+)
+def test_an_mcp_call_whose_times_or_name_do_not_fit_the_wire_call_stays_apart(apart):
+    got = diagnose(_mcp_call_handed_back(**apart))
+    assert got.evidence["tool_calls"] == {"started": 2, "answered": 2, "failed": 2}
+    assert "2 of 2 tool calls failed" in got.reason
+
+
+def test_one_mcp_call_merges_with_one_wire_call_only():
+    events = _mcp_call_handed_back() + _tool(0.55, "lookup_order", ms=900, outcome="err", kind="reported",
+                                             excerpt=HANDED_BACK)  # fmt: skip
+    got = diagnose(events)
+    assert got.evidence["tool_calls"] == {"started": 2, "answered": 2, "failed": 2}
+    assert "failed (protocol)" in got.reason and "2 of 2 tool calls failed" in got.reason
+
+
+def test_the_merge_does_not_depend_on_the_order_of_arrival():
+    events = _mcp_call_handed_back()
+    expected = diagnose(events)
+    rng = random.Random(7)
+    for _ in range(10):
+        shuffled = list(events)
+        rng.shuffle(shuffled)
+        got = diagnose(shuffled)
+        assert (got.reason, got.evidence["tool_calls"]) == (expected.reason, expected.evidence["tool_calls"])
+
+
+def test_thousands_of_wire_and_mcp_calls_keep_the_merge_bounded():
+    from cvdiag.diagnosis import Evidence
+
+    def pair(i: int) -> list[dict]:
+        t = 1.0 + i
+        return _tool(t, f"tool-{i}", ms=900) + _tool(t + 0.1, f"tool-{i}", source="mcp", server="s", ms=300)
+
+    ev = Evidence("t")
+    for env in _request() + [e for i in range(100) for e in pair(i)]:
+        ev.add(env)
+    size = len(pickle.dumps(ev))
+    for env in [e for i in range(100, 5100) for e in pair(i)]:
+        ev.add(env)
+    assert len(pickle.dumps(ev)) < size + 512
+
+
+def test_an_mcp_call_seen_on_the_wire_too_counts_once_towards_a_loop():
+    """Two calls with the same arguments, each seen on MCP and on the wire, are two calls
+    (not four: not a loop), the run still asking for more."""
+
+    def twice_seen(t: float) -> list[dict]:
+        return _tool(t, "lookup_order", ms=900) + _tool(t + 0.1, "lookup_order", source="mcp", server="orders", ms=300)
+
+    events = _request() + _answer(0.0, tools=("lookup_order",)) + twice_seen(0.5)
+    events += _answer(1.4, tools=("lookup_order",)) + twice_seen(1.9) + _answer(2.8, tools=("lookup_order",))
+    got = diagnose(events + _done(3.5))
+    assert got.cls != "agent-loop", got.reason
+    looping = events + twice_seen(3.3) + _answer(4.2, tools=("lookup_order",)) + _done(5.0)
+    assert diagnose(looping).reason == (
+        "The model called lookup_order 3 times with the same arguments and never gave a final answer."
+    )

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import httpx2
+import mcp.client.stdio as stdio_module
 import pytest
 from emitkit import capture
 from llm_server import Reply, llm_capture_on_fixture, server_fixture  # noqa: F401 (fixtures)
@@ -130,6 +131,47 @@ def test_stdio_session_calls_and_a_server_that_dies_mid_call():
     assert cap.of("backend.tool.call.response")[2]["metadata"]["error_excerpt"] == "MCPError: Connection closed"
 
 
+def test_a_stdio_server_whose_command_does_not_exist_is_a_transport_failure_of_initialize(tmp_path):
+    """The spawn fails before any session exists: the tool line names the command."""
+    params = StdioServerParameters(command=str(tmp_path / "orders-mcp-server"))
+
+    async def run():
+        async with stdio_client(params) as (read, write, *_), ClientSession(read, write) as s:
+            await s.initialize()
+
+    with (
+        capture("verbose") as cap,
+        cvdiag.request_context(test_id="mcp-stdio-missing"),
+        pytest.raises(FileNotFoundError),
+    ):
+        asyncio.run(run())
+    (pair,) = _pairs(cap)
+    assert pair == ("initialize", "err", "transport", "orders-mcp-server")
+    response = cap.one("backend.tool.call.response")
+    assert response["test_id"] == "mcp-stdio-missing"
+    assert response["metadata"]["error_excerpt"].startswith("FileNotFoundError: ")
+
+
+def test_a_failed_spawn_reaches_the_app_unchanged_when_disabled_or_when_cvdiag_breaks(tmp_path, monkeypatch):
+    params = StdioServerParameters(command=str(tmp_path / "orders-mcp-server"))
+
+    async def run():
+        async with stdio_client(params):
+            pass
+
+    with capture("verbose", enabled=False) as cap, pytest.raises(FileNotFoundError):
+        asyncio.run(run())
+    assert cap.all() == []
+
+    def broken(*args):
+        raise RuntimeError("cvdiag broke")
+
+    monkeypatch.setattr(_mcp_capture, "_spawn_failed", broken)
+    with capture("verbose") as cap, pytest.raises(FileNotFoundError):
+        asyncio.run(run())
+    assert cap.of("backend.tool.call.response") == []
+
+
 # -- raw JSON-RPC over httpx: shapes a healthy server never sends --------------------------
 
 
@@ -207,12 +249,14 @@ def test_other_json_rpc_and_other_posts_are_not_watched(server):
 
 def test_session_wrapper_is_installed_once_undone_and_inert_when_disabled(mcp_http):
     assert getattr(SessionClass.call_tool, "__cvdiag_original__", None) is not None
+    assert getattr(stdio_module._create_platform_compatible_process, "__cvdiag_original__", None) is not None
     instrument_httpx()
     wrapped = SessionClass.call_tool
     instrument_httpx()
     assert SessionClass.call_tool is wrapped  # idempotent
     uninstrument_httpx()
     assert getattr(SessionClass.call_tool, "__cvdiag_original__", None) is None
+    assert getattr(stdio_module._create_platform_compatible_process, "__cvdiag_original__", None) is None
     instrument_httpx(llm=True)
     wrapped = SessionClass.call_tool
     assert _mcp_capture.install_session() is True and SessionClass.call_tool is wrapped  # in place, once
@@ -236,8 +280,11 @@ cvdiag.instrument_httpx()
 assert "mcp" not in sys.modules, "instrument_httpx imported mcp"
 from mcp import ClientSession
 assert getattr(ClientSession.call_tool, "__cvdiag_original__", None) is not None, "not wrapped after import"
+import mcp.client.stdio as stdio
+assert getattr(stdio._create_platform_compatible_process, "__cvdiag_original__", None), "spawn not wrapped"
 cvdiag.uninstrument_httpx()
 assert getattr(ClientSession.call_tool, "__cvdiag_original__", None) is None, "still wrapped"
+assert getattr(stdio._create_platform_compatible_process, "__cvdiag_original__", None) is None, "spawn still wrapped"
 assert not [f for f in sys.meta_path if type(f).__name__ == "_AfterImport"], "import hook left behind"
 print("ok")
 """

@@ -17,13 +17,20 @@ from cvdiag.diagnosis._causes import OUTPUT_TOOL_PREFIX
 from cvdiag.diagnosis._convert import TEXT_LIMIT, as_name, as_text
 from cvdiag.diagnosis._picks import Pick, earlier, later
 
-#: Distinct (tool, arguments hash) pairs counted for loop detection; a test inventing
+#: Distinct (tool, arguments hash, source) keys counted for loop detection; a test inventing
 #: more keeps the counts it has.
 MAX_REPEAT_KEYS = 32
 #: A failed tool call's excerpt kept for a reason sentence.
 EXCERPT_CHARS = 120
 #: Tool calls with the same name and arguments that make a loop (with no final answer).
 LOOP_REPEATS = 3
+#: Answered wire and MCP calls kept, of each source, to find one call seen on both (the
+#: MCP call and the framework's hand-back of its result to the model); a test with more
+#: counts the rest apart.
+MAX_SPANS = 32
+#: How far the times of a wire call and the MCP call inside it may disagree: timestamps
+#: are to the millisecond, durations floored to it, and a line is written just after.
+SPAN_SLACK_US = 5_000
 
 
 class ToolCall:
@@ -63,6 +70,8 @@ class Agentic:
         "repeat_top_calls",
         "repeat_top_name",
         "repeats",
+        "spans_mcp",
+        "spans_wire",
         "tool_errors",
         "tool_failed",
         "tool_last_key",
@@ -82,7 +91,11 @@ class Agentic:
         self.tool_last_key: int | None = None  # the latest tool line
         self.tool_open = 0  # starts minus responses seen where the call itself is seen (not the wire)
         self.tool_open_last: ToolCall | None = None  # the latest such start
-        # One 64-bit word per (name, args_hash): its CRC-32 above, its calls in the low 16 bits
+        # Three words per answered wire or MCP call: its name's CRC-32, its start and its
+        # end in microseconds (the end doubled, plus 1 when it failed); see ``calls``.
+        self.spans_wire: array[int] | None = None
+        self.spans_mcp: array[int] | None = None
+        # One 64-bit word per (name, args_hash, source): its CRC-32 above, its calls in the low 16 bits
         # (a dict of these would cost three times more, and most tests call a tool or two).
         self.repeats: array[int] | None = None
         self.repeat_top_calls = 0  # calls of the most repeated (name, args_hash), and its name
@@ -100,7 +113,9 @@ class Agentic:
         self._seen(key)
         name, digest = as_name(md.get("tool_name")), as_text(md.get("args_hash"))
         if name and digest:
-            calls = self._repeat(_pair(name, digest))
+            # Counted per source: each source sees a call once, and one MCP call is seen
+            # twice (on MCP and on the wire), so the most of any source is the calls made.
+            calls = self._repeat(_pair(name, digest, as_name(md.get("source")) or ""))
             if (calls, name) > (self.repeat_top_calls, self.repeat_top_name or ""):
                 self.repeat_top_calls, self.repeat_top_name = calls, name
         if md.get("source") != "wire":  # a wire call starts when the model asks: never "open"
@@ -130,6 +145,8 @@ class Agentic:
         if md.get("source") != "wire":
             self.tool_open -= 1
         call = ToolCall(md, outcome, ms, key)
+        if call.source in ("wire", "mcp") and key is not None and ms is not None and not is_output_tool(call.name):
+            self._span(call, key, ms)
         if failed_call(call):
             if is_output_tool(call.name):
                 if _earlier(self.tool_output_failed, call):
@@ -142,6 +159,25 @@ class Agentic:
             pass
         elif ms is not None and (self.tool_slowest is None or ms > (self.tool_slowest.ms or 0.0)):
             self.tool_slowest = call
+
+    def _span(self, call: ToolCall, key: int, ms: float) -> None:
+        """Keep when and how an answered wire or MCP call ran (up to ``MAX_SPANS`` each)."""
+        wire = call.source == "wire"
+        spans = self.spans_wire if wire else self.spans_mcp
+        if (spans is not None and len(spans) >= 3 * MAX_SPANS) or not 0 <= ms < 1e9:  # NaN fails too
+            return
+        end = key >> 64
+        try:
+            span = array("q", (_crc(call.name), end - int(ms * 1000), end * 2 + failed_call(call)))
+        except OverflowError:
+            return
+        if spans is None:
+            if wire:
+                self.spans_wire = span
+            else:
+                self.spans_mcp = span
+        else:
+            spans.extend(span)
 
     def named(self, cls: str, text: str, key: int | None, *, from_llm: bool = False) -> None:
         """A text (an exception, an error type; ``from_llm``: of a failed LLM attempt,
@@ -172,6 +208,26 @@ class Agentic:
                 return text, from_llm
         return None
 
+    def calls(self) -> tuple[int, int, int]:
+        """(started, answered, failed) tool calls, one call seen both on the wire and on MCP
+        counted once: an MCP call of the same tool that started after the model asked for
+        the wire call and ended before its result went back (each MCP call pairs once)."""
+        pairs = both_failed = 0
+        if self.spans_wire is not None and self.spans_mcp is not None:
+            mcp = sorted(_spans(self.spans_mcp))
+            for name, start, end, failed in sorted(_spans(self.spans_wire)):
+                for i, (m_name, m_start, m_end, m_failed) in enumerate(mcp):
+                    if m_name == name and start - SPAN_SLACK_US <= m_start and m_end <= end + SPAN_SLACK_US:
+                        pairs += 1
+                        both_failed += failed and m_failed
+                        del mcp[i]
+                        break
+        return (
+            max(self.tool_starts - pairs, 0),
+            max(self.tool_responses - pairs, 0),
+            max(self.tool_errors - both_failed, 0),
+        )
+
     def most_repeated(self) -> tuple[str, int] | None:
         """(tool name, calls) of the call made most often with the same arguments."""
         if self.repeat_top_name is None:
@@ -183,12 +239,22 @@ def _earlier(held: ToolCall | None, call: ToolCall) -> bool:
     return earlier(held, held.key if held is not None else None, call.key)
 
 
-def _pair(name: str, digest: str) -> int:
-    """A tool and its arguments' hash as one 32-bit number (imported here: only a test
-    with tool calls needs zlib, and start-up should not pay for it)."""
+def _pair(name: str, digest: str, source: str) -> int:
+    """A tool, its arguments' hash and where the call was seen as one 32-bit number."""
+    return _crc(f"{name}\0{digest}\0{source}")
+
+
+def _crc(text: str) -> int:
+    """CRC-32 of ``text`` (zlib imported here: only a test with tool calls needs it, and
+    start-up should not pay for it)."""
     import zlib
 
-    return zlib.crc32(f"{name}\0{digest}".encode())
+    return zlib.crc32(text.encode())
+
+
+def _spans(words: array[int]) -> list[tuple[int, int, int, bool]]:
+    """(name CRC, start, end, failed) of each span kept in ``words``."""
+    return [(words[i], words[i + 1], words[i + 2] >> 1, bool(words[i + 2] & 1)) for i in range(0, len(words), 3)]
 
 
 def failed_call(call: ToolCall) -> bool:

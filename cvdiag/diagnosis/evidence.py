@@ -518,14 +518,15 @@ def _agent_facts(ag: Agentic | None, response: Response) -> dict[str, Any]:
     """The agent-level facts of the summary, the same keys whether or not there are any."""
     extra = response.extra or (None, None, None)
     failed = ag.tool_failed if ag is not None else None
+    started, answered, errors = ag.calls() if ag is not None else (0, 0, 0)
     return {
         "agent_error_message": value_of(ag.agent_message) if ag is not None else None,
         "finish_reason": extra[0],
         "output_valid": extra[2],
         "tool_calls": {
-            "started": ag.tool_starts if ag else 0,
-            "answered": ag.tool_responses if ag else 0,
-            "failed": ag.tool_errors if ag else 0,
+            "started": started,
+            "answered": answered,
+            "failed": errors,
         },
         "tool_error": None
         if failed is None

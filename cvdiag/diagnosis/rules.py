@@ -397,7 +397,8 @@ def tool_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
         facts["tool_failed"] = failed.name
         kind = f" ({failed.error_kind})" if failed.error_kind else ""
         excerpt = f": {_quoted(failed.excerpt)}" if failed.excerpt else ""
-        count = f"; {ag.tool_errors} of {_n(ag.tool_responses, 'tool call')} failed" if ag.tool_responses > 1 else ""
+        _, answered, errors = ag.calls()
+        count = f"; {errors} of {_n(answered, 'tool call')} failed" if answered > 1 else ""
         return Finding(0.9, f"Tool {failed.where()} failed{kind}{excerpt}{count}{_answered(ev)}.")
     opened = ag.tool_open_last
     if ag.tool_open > 0 and opened is not None and (not ev.completes or ev.aborts) and not _server_stopped(ev):

@@ -16,6 +16,11 @@ backend.tool.call.start/response lines with ``source: mcp``:
   could not be reached or a stream that ended without the result ``transport``, a call
   the client gave up on ``timeout``.
 
+* The stdio client's spawn (``mcp.client.stdio._create_platform_compatible_process``, which
+  ``stdio_client`` looks up at each call): a server whose process could not start (a
+  command that does not exist) fails before any session exists, and is written as an
+  ``initialize`` that failed on its ``transport``, the server named after the command.
+
 The server is the name its ``initialize`` answer gave (``serverInfo.name``), else its host.
 Arguments and results are never kept: sizes, the hash, the scrubbed start of an error.
 """
@@ -27,6 +32,7 @@ import importlib.abc
 import importlib.machinery
 import itertools
 import json
+import os
 import re
 import sys
 import threading
@@ -436,7 +442,7 @@ def begin(request: Any, read_body: Callable[[], bytes | None]) -> McpExchange | 
 # -- the mcp SDK's client session (stdio, and any other transport) ---------------------
 
 _MARK = "__cvdiag_original__"
-_installed: list[tuple[type, Any]] = []
+_installed: list[tuple[Any, str, Any]] = []
 
 
 def _server_of(session: Any) -> str | None:
@@ -517,30 +523,87 @@ def _quietly(fn: Any, *args: Any) -> None:
         note_internal_error()
 
 
+# -- a stdio server that could not be spawned -------------------------------------------
+
+
+def _spawn_failed(command: Any, start_ns: int, exc: BaseException) -> None:
+    """A stdio server whose process could not start: one ``initialize`` that failed on
+    its transport, named after the command (no session, so no server name, exists)."""
+    call_id = f"mcp-{next(_ids)}"
+    server = os.path.basename(str(command).rstrip("/\\"))[:_NAME_MAX] or None
+    ctx = current_context() or new_context()
+    _start(ctx, "initialize", call_id, server, None)
+    _response(
+        ctx,
+        "initialize",
+        call_id,
+        server,
+        start_ns,
+        result_chars=None,
+        error_kind="transport",
+        excerpt=f"{type(exc).__name__}: {exc}",
+    )
+
+
+def _wrap_spawn(original: Any) -> Any:
+    """``stdio_client`` spawns the server through this module function, looked up at each
+    call, so wrapping it reaches every ``stdio_client`` however it was imported."""
+
+    @functools.wraps(original)
+    async def spawn(*args: Any, **kwargs: Any) -> Any:
+        start_ns = time.monotonic_ns()
+        try:
+            return await original(*args, **kwargs)
+        except Exception as exc:  # a cancellation is not a spawn failure
+            if is_enabled():
+                _quietly(_spawn_failed, kwargs.get("command", args[0] if args else None), start_ns, exc)
+            raise
+
+    setattr(spawn, _MARK, original)
+    return spawn
+
+
+# -- installing the wrappers -------------------------------------------------------------
+
 _SESSION_MODULE = "mcp.client.session"
-
-
-def install_session() -> bool:
-    """Wrap ``mcp.ClientSession.call_tool``: now when the app has imported ``mcp`` already,
-    else as soon as it does (importing ``mcp`` here would add a second or more to every
-    app's start-up). Idempotent; True when the wrapper is in place."""
-    module = sys.modules.get(_SESSION_MODULE)
-    if module is None:
-        if not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
-            sys.meta_path.insert(0, _AfterImport())
-        return False
-    return _wrap_session(module)
+_STDIO_MODULE = "mcp.client.stdio"
 
 
 def _wrap_session(module: Any) -> bool:
-    if _installed:
+    return _patch(getattr(module, "ClientSession", None), "call_tool", _wrap_call_tool)
+
+
+def _wrap_stdio(module: Any) -> bool:
+    return _patch(module, "_create_platform_compatible_process", _wrap_spawn)
+
+
+#: The modules of the ``mcp`` SDK wrapped, and how.
+_HOOKS: dict[str, Callable[[Any], bool]] = {_SESSION_MODULE: _wrap_session, _STDIO_MODULE: _wrap_stdio}
+
+
+def install_session() -> bool:
+    """Wrap ``mcp.ClientSession.call_tool`` and the stdio client's spawn: now for the
+    modules the app has imported already, the others as soon as it does (importing ``mcp``
+    here would add a second or more to every app's start-up). Idempotent; True when the
+    session's wrapper is in place."""
+    for name, wrap in _HOOKS.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            wrap(module)
+    if not _HOOKS.keys() <= sys.modules.keys() and not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport())
+    return any(attr == "call_tool" for _, attr, _ in _installed)
+
+
+def _patch(owner: Any, attr: str, wrap: Callable[[Any], Any]) -> bool:
+    """Put ``wrap(original)`` in place of ``owner.attr``, once; True when ours is there."""
+    if any(held is owner and name == attr for held, name, _ in _installed):
         return True
-    session_class = getattr(module, "ClientSession", None)
-    original = getattr(session_class, "__dict__", {}).get("call_tool")
+    original = getattr(owner, "__dict__", {}).get(attr)
     if original is None or getattr(original, _MARK, None) is not None:
         return False
-    session_class.call_tool = _wrap_call_tool(original)  # type: ignore[union-attr]
-    _installed.append((session_class, original))  # type: ignore[arg-type]
+    setattr(owner, attr, wrap(original))
+    _installed.append((owner, attr, original))
     return True
 
 
@@ -548,17 +611,17 @@ def uninstall_session() -> None:
     """Undo ``install_session`` (a wrapper someone put over ours stays, passing through)."""
     sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _AfterImport)]
     while _installed:
-        cls, original = _installed.pop()
-        if getattr(cls.__dict__.get("call_tool"), _MARK, None) is original:
-            cls.call_tool = original
+        owner, attr, original = _installed.pop()
+        if getattr(owner.__dict__.get(attr), _MARK, None) is original:
+            setattr(owner, attr, original)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when ``mcp.client.session`` is imported, lets the other finders
-    find it and wraps its loader, so the session is wrapped right after it is loaded."""
+    """Finds nothing itself: when a module of ``_HOOKS`` is imported, lets the other finders
+    find it and wraps its loader, so the module is wrapped right after it is loaded."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name != _SESSION_MODULE:
+        if name not in _HOOKS:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -579,8 +642,9 @@ class _WrappingLoader(importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         self._inner.exec_module(module)
-        sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _AfterImport)]
+        if _HOOKS.keys() <= sys.modules.keys():
+            sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _AfterImport)]
         try:
-            _wrap_session(module)
+            _HOOKS[module.__name__](module)
         except Exception:  # never break the app's import
             count_internal_error()

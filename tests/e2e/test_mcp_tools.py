@@ -18,6 +18,9 @@ import pytest
 from agent_rig import Servers, ask_fixture, free_port  # noqa: F401 (the ask fixture)
 from conftest import Aimock
 
+#: A stdio server whose command does not exist: it fails at spawn.
+MISSING_COMMAND = "/nonexistent/orders-mcp-server"
+
 
 @pytest.fixture(scope="module")
 def servers(
@@ -32,6 +35,7 @@ def servers(
                 "doomed-http": f"{started.started['doomed'].url}/mcp",
                 "missing-http": f"http://127.0.0.1:{free_port()}/mcp",
                 "orders-stdio": f"{sys.executable} -m examples.mcp_server",
+                "missing-stdio": MISSING_COMMAND,
             }
             servers_env = ";".join(f"{name}={target}" for name, target in targets.items())
             started.start({"mcp": ("mcp", {**started.app_env(), "EXAMPLE_MCP_SERVERS": servers_env})})
@@ -59,10 +63,15 @@ def test_mcp_tool_error_is_a_tool_error_naming_the_server(ask, route, message, t
     assert excerpt in mcp["metadata"]["error_excerpt"]
     server = mcp["metadata"]["server"]
     assert server
+    (wire,) = [t for t in run.tools if t["metadata"]["source"] == "wire"]  # the SDK's hand-back to the model
+    assert wire["metadata"]["tool_name"] == tool
     verdict = run.diagnose()
     assert verdict["class"] == "tool-error"
     assert tool in verdict["reason"]
     assert server in verdict["reason"]
+    # One call, seen on the MCP traffic and on the wire: not "2 of 2 tool calls failed".
+    assert "tool calls failed" not in verdict["reason"], verdict["reason"]
+    assert f"Tool {tool} (mcp, server {server}) failed (protocol)" in verdict["reason"]
 
 
 @pytest.mark.parametrize("route", ["doomed-http", "orders-stdio"])
@@ -81,8 +90,8 @@ def test_mcp_server_dying_mid_call_is_a_tool_error_naming_the_server(ask, route)
 
 
 # Over stdio a command that does not exist fails at spawn, before the mcp SDK's session
-# exists: no tool line yet (see /work/wt/notes/h15-e2e-findings.md); only HTTP is asserted.
-@pytest.mark.parametrize("route", ["missing-http"])
+# exists: the line names the command.
+@pytest.mark.parametrize("route", ["missing-http", "missing-stdio"])
 def test_mcp_server_never_started_is_a_tool_error_naming_the_server(ask, aimock, route) -> None:
     run = ask("mcp", "look up order M-1", route=f"/chat/{route}")
 
@@ -91,6 +100,8 @@ def test_mcp_server_never_started_is_a_tool_error_naming_the_server(ask, aimock,
     (mcp,) = [t for t in run.tools if t["metadata"]["source"] == "mcp"]
     assert (mcp["outcome"], mcp["metadata"]["error_kind"]) == ("err", "transport")
     assert mcp["metadata"]["server"]
+    if route == "missing-stdio":
+        assert (mcp["metadata"]["tool_name"], mcp["metadata"]["server"]) == ("initialize", "orders-mcp-server")
     verdict = run.diagnose()
     assert verdict["class"] == "tool-error"
     assert mcp["metadata"]["server"] in verdict["reason"]
