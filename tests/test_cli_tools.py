@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cvdiag_cli import run
-from logkit import TID_OK, TID_TOOL, TID_TOOL_OK, TOOL_EXCERPT, compact, happy, tool_failure, write
+from logkit import TID_OK, TID_TOOL, TID_TOOL_OK, TOOL_EXCERPT, compact, envelope, happy, tool_failure, write
 
 pytest_plugins = ["pytester"]
 
@@ -59,7 +59,7 @@ def test_timeline_lists_the_tool_calls_failed_first_and_marks_their_rows(log: Pa
     assert [c["tool"] for c in doc["tool_calls"]] == ["clock", "forecast"]  # in the order they ended
     assert doc["tool_calls"][1] == {
         "tool": "forecast", "source": "mcp", "server": "weather", "outcome": "err", "duration_ms": 240,
-        "error_kind": "protocol", "error_excerpt": TOOL_EXCERPT,
+        "error_kind": "protocol", "error_excerpt": TOOL_EXCERPT, "handed_back": False,
     }  # fmt: skip
 
 
@@ -93,7 +93,8 @@ def test_junit_and_github_name_the_class_the_tool_and_its_excerpt(log: Path) -> 
     assert props["cvdiag_tool_error"] == f"forecast (mcp, server weather) protocol: '{TOOL_EXCERPT}'"
 
 
-def test_the_pytest_failure_report_lists_the_tool_calls(pytester: pytest.Pytester, log: Path) -> None:
+def _failure_report(pytester: pytest.Pytester, log: Path, test_id: str) -> str:
+    """The failure report of a failing test run under ``test_id``, the server's log ``log``."""
     pytester.makepyfile(
         f"""
         import pytest
@@ -113,13 +114,68 @@ def test_the_pytest_failure_report_lists_the_tool_calls(pytester: pytest.Pyteste
     pytester.makeconftest(
         f"""
         import cvdiag.pytest_plugin.plugin as plugin
-        plugin.new_test_id = lambda: {TID_TOOL!r}
+        plugin.new_test_id = lambda: {test_id!r}
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(failed=1)
-    out = result.stdout.str()
+    return result.stdout.str()
+
+
+def test_the_pytest_failure_report_lists_the_tool_calls(pytester: pytest.Pytester, log: Path) -> None:
+    out = _failure_report(pytester, log, TID_TOOL)
     assert f"diagnosis: tool-error (0.90) {REASON}" in out
     assert "tool calls: 2 tool calls, 1 failed: forecast (protocol)" in out
     assert f"  forecast (mcp, server weather) err 240ms protocol: '{TOOL_EXCERPT}'" in out
     assert "  clock (wire) ok 20ms" in out
+
+
+# -- one MCP call seen twice: on its MCP traffic and on the wire's hand-back to the model ------
+
+TID_TWICE = "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e17"
+HANDED_BACK = "An error occurred while running the tool. Please try again."
+MCP_RAISED = "Error executing tool lookup_order: The order service is down"
+
+
+def _tool_call(at: float, ms: int, source: str, kind: str, excerpt: str, server: str | None = None) -> list[dict]:
+    call = {"tool_name": "lookup_order", "call_id": f"call_{source}", "source": source, "server": server}
+    return [
+        envelope(TID_TWICE, "backend.tool.call.start", at, metadata=call | {"args_chars": 18, "args_hash": "3f2a9c10"}),
+        envelope(TID_TWICE, "backend.tool.call.response", at + ms / 1000, outcome="err", duration_ms=ms,
+                 metadata=call | {"result_chars": 0, "error_kind": kind, "error_excerpt": excerpt}),
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def twice_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model asks for lookup_order at 8.5, its MCP call fails inside (8.6-8.9), the
+    framework hands the error back at 9.4: one call, on two lines."""
+    wire = _tool_call(8.5, 900, "wire", "reported", HANDED_BACK)
+    mcp = _tool_call(8.6, 300, "mcp", "protocol", MCP_RAISED, server="orders")
+    envs = [*happy(), *tool_failure(TID_TOOL_OK, 6.0, failed=False), wire[0], *mcp, wire[1]]
+    return write(tmp_path_factory.mktemp("twice") / "app.log", [f"CVDIAG {compact(e)}" for e in envs])
+
+
+def test_the_views_show_an_mcp_call_handed_back_to_the_model_as_one_call(twice_log: Path) -> None:
+    out = run("timeline", TID_TWICE, twice_log, env={"NO_COLOR": "1", "COLUMNS": "200"}).out
+    lines = out.splitlines()
+    at = lines.index("tool calls: 1 tool call, 1 failed: lookup_order (protocol)")
+    assert lines[at + 2].split()[:6] == ["lookup_order", "mcp+wire", "orders", "err", "300", "ms"]
+    assert lines[at + 2].rstrip().endswith(f"protocol: {MCP_RAISED!r}")
+    assert lines[at + 3] == ""  # no second row for the hand-back
+    doc = json.loads(run("timeline", TID_TWICE, twice_log, "--json").out)
+    assert doc["tool_calls"] == [{
+        "tool": "lookup_order", "source": "mcp", "server": "orders", "outcome": "err", "duration_ms": 300,
+        "error_kind": "protocol", "error_excerpt": MCP_RAISED, "handed_back": True,
+    }]  # fmt: skip
+    compared = run("compare", TID_TOOL_OK, TID_TWICE, twice_log, env={"NO_COLOR": "1", "COLUMNS": "220"})
+    assert compared.out.splitlines()[1].endswith("1 tool call, 1 failed: lookup_order (protocol)"), compared.out
+
+
+def test_the_pytest_failure_report_lists_an_mcp_call_handed_back_once(
+    pytester: pytest.Pytester, twice_log: Path
+) -> None:
+    out = _failure_report(pytester, twice_log, TID_TWICE)
+    assert "tool calls: 1 tool call, 1 failed: lookup_order (protocol)" in out
+    assert f"  lookup_order (mcp+wire, server orders) err 300ms protocol: {MCP_RAISED!r}" in out
+    assert "(wire)" not in out

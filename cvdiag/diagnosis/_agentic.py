@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Mapping
 from typing import Any
 
+from cvdiag.contract.tool_pairs import nested
 from cvdiag.diagnosis._causes import OUTPUT_TOOL_PREFIX
 from cvdiag.diagnosis._convert import TEXT_LIMIT, as_name, as_text
 from cvdiag.diagnosis._picks import Pick, earlier, later
@@ -28,9 +29,6 @@ LOOP_REPEATS = 3
 #: MCP call and the framework's hand-back of its result to the model); a test with more
 #: counts the rest apart.
 MAX_SPANS = 32
-#: How far the times of a wire call and the MCP call inside it may disagree: timestamps
-#: are to the millisecond, durations floored to it, and a line is written just after.
-SPAN_SLACK_US = 5_000
 
 
 class ToolCall:
@@ -217,7 +215,7 @@ class Agentic:
             mcp = sorted(_spans(self.spans_mcp))
             for name, start, end, failed in sorted(_spans(self.spans_wire)):
                 for i, (m_name, m_start, m_end, m_failed) in enumerate(mcp):
-                    if m_name == name and start - SPAN_SLACK_US <= m_start and m_end <= end + SPAN_SLACK_US:
+                    if m_name == name and nested(start, end, m_start, m_end):
                         pairs += 1
                         both_failed += failed and m_failed
                         del mcp[i]

@@ -164,7 +164,7 @@ def tool_calls(out: Out, calls: list[toolcalls.ToolCall]) -> None:
         return
     out.line(f"tool calls: {toolcalls.summary(calls)}", FAIL if any(c.failed for c in calls) else None)
     shown = sorted(calls, key=lambda c: not c.failed)[: toolcalls.MAX_SHOWN]
-    rows = [[c.name, c.source or "", c.server or "", c.outcome, ms(c.duration_ms), c.failure()] for c in shown]
+    rows = [[c.name, c.seen_on or "", c.server or "", c.outcome, ms(c.duration_ms), c.failure()] for c in shown]
     out.table(_TOOL_COLUMNS, rows, [FAIL if c.failed else None for c in shown])
     if len(calls) > len(shown):
         out.line(f"... {len(calls) - len(shown)} more tool calls", DIM)

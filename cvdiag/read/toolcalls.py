@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cvdiag.contract.timestamps import order_key
+from cvdiag.contract.tool_pairs import nested
+
 START = "backend.tool.call.start"
 RESPONSE = "backend.tool.call.response"
 #: A timeline shows this many tool calls in its table; the rest are counted.
@@ -31,12 +34,15 @@ class ToolCall:
     A plain slotted class, not a dataclass: every CLI start-up imports this module, and
     making a dataclass costs more than the rest of it."""
 
-    __slots__ = ("duration_ms", "error_kind", "excerpt", "name", "outcome", "server", "source")
+    __slots__ = ("duration_ms", "error_kind", "excerpt", "handed_back", "name", "outcome", "server", "source")
 
     def __init__(self, name: str, source: str | None, server: str | None, outcome: str,
                  duration_ms: float | None, error_kind: str | None, excerpt: str | None) -> None:  # fmt: skip
         self.name, self.source, self.server, self.outcome = name, source, server, outcome
         self.duration_ms, self.error_kind, self.excerpt = duration_ms, error_kind, excerpt
+        #: An MCP call whose result the framework also handed back to the model (a ``wire``
+        #: call shown as this one, ``contract.tool_pairs``).
+        self.handed_back = False
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ToolCall) and self.to_json() == other.to_json()
@@ -57,8 +63,13 @@ class ToolCall:
 
     @property
     def where(self) -> str:
-        """``mcp, server weather``: where the call was seen."""
-        return ", ".join(p for p in (self.source, f"server {self.server}" if self.server else None) if p)
+        """``mcp, server weather``: where the call was seen (``mcp+wire``: also handed back)."""
+        return ", ".join(p for p in (self.seen_on, f"server {self.server}" if self.server else None) if p)
+
+    @property
+    def seen_on(self) -> str | None:
+        """The source, ``mcp+wire`` for an MCP call also seen on its hand-back to the model."""
+        return f"{self.source}+wire" if self.handed_back else self.source
 
     def label(self) -> str:
         """``forecast (mcp, server weather)``."""
@@ -83,6 +94,7 @@ class ToolCall:
             "duration_ms": self.duration_ms,
             "error_kind": self.error_kind,
             "error_excerpt": self.excerpt,
+            "handed_back": self.handed_back,
         }
 
 
@@ -92,9 +104,11 @@ def is_tool_line(envelope: Mapping[str, Any]) -> bool:
 
 def tool_calls(envelopes: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
     """The tool calls of one test's envelopes (in time order), a response paired with the
-    start of the same call id; a start never answered is ``open``."""
+    start of the same call id; a start never answered is ``open``. One MCP call also seen
+    on the wire (its hand-back to the model) is one call, the MCP one (``_one_per_call``)."""
     opened: dict[Any, Mapping[str, Any]] = {}
     calls: list[ToolCall] = []
+    spans: list[tuple[int, int, ToolCall]] = []  # (start, end) in µs of answered wire/MCP calls
     for env in envelopes:
         boundary = env.get("boundary")
         md = env.get("metadata")
@@ -105,9 +119,32 @@ def tool_calls(envelopes: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
             opened[call_id] = md
             continue
         opened.pop(call_id, None)
-        calls.append(_call(md, str(env.get("outcome") or "?"), _number(env.get("duration_ms"))))
+        call = _call(md, str(env.get("outcome") or "?"), _number(env.get("duration_ms")))
+        calls.append(call)
+        key = order_key(env.get("ts"), env.get("mono_ns"))
+        if call.source in ("wire", "mcp") and key is not None and call.duration_ms is not None:
+            end = key >> 64
+            spans.append((end - int(call.duration_ms * 1000), end, call))
     calls += [_call(md, "open", None) for md in opened.values()]
-    return calls
+    return _one_per_call(calls, spans) if spans else calls
+
+
+def _one_per_call(calls: list[ToolCall], spans: list[tuple[int, int, ToolCall]]) -> list[ToolCall]:
+    """``calls`` without each wire call that an MCP call of the same tool nests in (each
+    MCP call pairs once, wire calls in start order, as the diagnosis counts them); that
+    MCP call is marked ``handed_back``."""
+    mcp = sorted((s for s in spans if s[2].source == "mcp"), key=lambda s: s[:2])
+    if not mcp:
+        return calls
+    dropped: set[int] = set()
+    for start, end, wire in sorted((s for s in spans if s[2].source == "wire"), key=lambda s: s[:2]):
+        for i, (m_start, m_end, call) in enumerate(mcp):
+            if call.name == wire.name and nested(start, end, m_start, m_end):
+                call.handed_back = True
+                dropped.add(id(wire))
+                del mcp[i]
+                break
+    return [c for c in calls if id(c) not in dropped]
 
 
 def _call(md: Mapping[str, Any], outcome: str, duration_ms: float | None) -> ToolCall:
