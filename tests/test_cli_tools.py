@@ -179,3 +179,49 @@ def test_the_pytest_failure_report_lists_an_mcp_call_handed_back_once(
     assert "tool calls: 1 tool call, 1 failed: lookup_order (protocol)" in out
     assert f"  lookup_order (mcp+wire, server orders) err 300ms protocol: {MCP_RAISED!r}" in out
     assert "(wire)" not in out
+
+
+# -- validate: the types of the extension keys ---------------------------------------------
+
+_WRONG_KEYS = [
+    ("backend.llm.call.start", {"client": 7, "output_schema": "yes"},
+     ["metadata client is not a string", "metadata output_schema is not a boolean"]),
+    ("backend.llm.call.response", {"tool_calls": -1, "tool_names": [f"t{i}" for i in range(9)], "output_valid": 1},
+     ["metadata tool_calls is not a count (int >= 0)",
+      "metadata tool_names is not a list of at most 8 strings of at most 64 characters",
+      "metadata output_valid is not a boolean"]),
+    ("backend.llm.call.response", {"tool_calls": True, "tool_names": "forecast"},
+     ["metadata tool_calls is not a count (int >= 0)",
+      "metadata tool_names is not a list of at most 8 strings of at most 64 characters"]),
+    ("backend.llm.call.response", {"tool_names": [{"name": "forecast"}]},
+     ["metadata tool_names is not a list of at most 8 strings of at most 64 characters"]),
+    ("backend.agent.exit", {"error_message": ["boom"]},
+     ["metadata error_message is not a string of at most 256 characters"]),
+    ("backend.tool.call.start", {"tool_name": 3, "call_id": {}, "source": ["mcp"], "args_chars": 1.5,
+                                 "args_hash": "3f2a9c1z"},
+     ["metadata tool_name is not a string", "metadata call_id is not a string",
+      "metadata source is not one of wire, mcp, hook, scope", "metadata args_chars is not a count (int >= 0)",
+      "metadata args_hash is not 8 hex digits"]),
+    ("backend.tool.call.response", {"source": "llm", "error_kind": "crashed", "result_chars": "64"},
+     ["metadata source is not one of wire, mcp, hook, scope", "metadata result_chars is not a count (int >= 0)",
+      "metadata error_kind is not one of raised, reported, protocol, transport, timeout"]),
+]  # fmt: skip
+
+
+def test_validate_checks_the_types_of_the_tool_and_llm_extension_keys(tmp_path: Path) -> None:
+    good = tool_failure()  # every extension key, each of its type
+    by_boundary = {e["boundary"]: e for e in good}
+    by_boundary["backend.agent.exit"]["metadata"]["error_message"] = "the order service is down"
+    lines = [f"CVDIAG {compact(e)}" for e in good]
+    for boundary, wrong, _ in _WRONG_KEYS:
+        env = json.loads(json.dumps(by_boundary[boundary]))
+        env["metadata"].update(wrong)
+        lines.append(f"CVDIAG {compact(env)}")
+    log = write(tmp_path / "app.log", lines)
+    result = run("validate", log, env={"CVDIAG_TRACEBACK": "1"})
+    assert result.code == 1 and "Traceback" not in result.err, result.err
+    bad = [line for line in result.out.splitlines() if line.startswith(f"{log}:")]
+    expected = [f"{log}:{len(good) + n + 1}: {problem}" for n, (_, _, problems) in enumerate(_WRONG_KEYS)
+                for problem in problems]  # fmt: skip
+    assert bad == expected
+    assert f"checked {len(lines)} envelopes: {len(_WRONG_KEYS)} invalid, 0 malformed lines" in result.out

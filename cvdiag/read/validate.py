@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from cvdiag.contract.schema import (
+    AGENT_ERROR_MESSAGE_MAX_CHARS,
     DEMO_MAX_CHARS,
     EDGE_HEADER_MAX_CHARS,
     EDGE_HEADERS,
@@ -22,6 +23,10 @@ from cvdiag.contract.schema import (
     SLUG_RE,
     SPAN_ID_RE,
     TEST_ID_RE,
+    TOOL_ERROR_KINDS,
+    TOOL_EXCERPT_MAX_CHARS,
+    TOOL_NAMES_MAX,
+    TOOL_SOURCES,
     UUID7_RE,
     is_accounting,
     lookup,
@@ -30,6 +35,7 @@ from cvdiag.contract.timestamps import parse_ts
 from cvdiag.read.parsing import restored
 
 _TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|\+00:00)$")
+_ARGS_HASH_RE = re.compile(r"[0-9a-fA-F]{8}")
 _BOUNDARY_RE = re.compile(r"^(probe|backend|aimock|cvdiag)(\.[a-z][a-z0-9_]*)+$")
 _NULLABLE = {"parent_span_id", "duration_ms"}
 #: Spec section 2: an absent flag means false (earlier emitters never wrote them).
@@ -143,7 +149,9 @@ def _boundary_problems(env: dict[str, Any]) -> list[str]:
     unknown = sorted(k for k in env["metadata"] if not known.allows(k))
     out = [f"metadata keys not in the catalog for {name}: {', '.join(unknown)}"] if unknown else []
     if name.startswith("backend.llm.call.") or name == "backend.agent.exit":
-        out.extend(_llm_problems(env["metadata"]))
+        out.extend(_key_problems(env["metadata"], _LLM_KEY_CHECKS))
+    elif name.startswith("backend.tool.call."):
+        out.extend(_key_problems(env["metadata"], _TOOL_KEY_CHECKS))
     return out
 
 
@@ -155,25 +163,65 @@ def _short_text(value: Any) -> bool:
     return isinstance(value, str) and len(value) <= LLM_TEXT_MAX_CHARS
 
 
-#: The optional keys of LLM calls seen at the HTTP client (section 3), when present and not null.
+def _text_up_to(limit: int) -> tuple[Any, str]:
+    return (lambda v: isinstance(v, str) and len(v) <= limit), f"a string of at most {limit} characters"
+
+
+def _tool_names(value: Any) -> bool:
+    return isinstance(value, list) and len(value) <= TOOL_NAMES_MAX and all(_short_text(v) for v in value)
+
+
+def _one_of(names: tuple[str, ...]) -> tuple[Any, str]:
+    # ``type(v) is str`` first: a list or a dict from another emitter is no name (and not hashed).
+    return (lambda v: type(v) is str and v in names), f"one of {', '.join(names)}"
+
+
+_A_COUNT = (_count, "a count (int >= 0)")
+_A_BOOLEAN = (lambda v: isinstance(v, bool), "a boolean")
+_A_STRING = (lambda v: isinstance(v, str), "a string")
+
+
+#: The optional keys of LLM calls seen at the HTTP client and of agent.exit (section 3),
+#: when present and not null.
 _LLM_KEY_CHECKS: dict[str, tuple[Any, str]] = {
-    "source": (lambda v: v in LLM_SOURCES, f"one of {', '.join(LLM_SOURCES)}"),
-    "api": (lambda v: v in LLM_APIS, f"one of {', '.join(LLM_APIS)}"),
-    "stream": (lambda v: isinstance(v, bool), "a boolean"),
-    "attempt": (_count, "a count (int >= 0)"),
+    "source": _one_of(LLM_SOURCES),
+    "api": _one_of(LLM_APIS),
+    "stream": _A_BOOLEAN,
+    "attempt": _A_COUNT,
     "http_status": (lambda v: _count(v) and 100 <= v <= 599, "an HTTP status (100-599)"),
-    "error_type": (_short_text, f"a string of at most {LLM_TEXT_MAX_CHARS} characters"),
-    "request_id": (_short_text, f"a string of at most {LLM_TEXT_MAX_CHARS} characters"),
-    "retry_after_ms": (_count, "a count (int >= 0)"),
-    "output_chars": (_count, "a count (int >= 0)"),
-    "chunks": (_count, "a count (int >= 0)"),
-    "error_class": (lambda v: isinstance(v, str), "a string"),
+    "error_type": _text_up_to(LLM_TEXT_MAX_CHARS),
+    "request_id": _text_up_to(LLM_TEXT_MAX_CHARS),
+    "retry_after_ms": _A_COUNT,
+    "output_chars": _A_COUNT,
+    "chunks": _A_COUNT,
+    "error_class": _A_STRING,
+    "client": _A_STRING,  # another emitter's client library may have another name
+    "tool_calls": _A_COUNT,
+    "tool_names": (
+        _tool_names,
+        f"a list of at most {TOOL_NAMES_MAX} strings of at most {LLM_TEXT_MAX_CHARS} characters",
+    ),
+    "output_schema": _A_BOOLEAN,
+    "output_valid": _A_BOOLEAN,
+    "error_message": _text_up_to(AGENT_ERROR_MESSAGE_MAX_CHARS),
+}
+#: The keys of tool call lines (section 3, "Tool calls"), when present and not null.
+_TOOL_KEY_CHECKS: dict[str, tuple[Any, str]] = {
+    "tool_name": _A_STRING,
+    "call_id": _A_STRING,
+    "source": _one_of(TOOL_SOURCES),
+    "server": _A_STRING,
+    "args_chars": _A_COUNT,
+    "args_hash": (lambda v: isinstance(v, str) and _ARGS_HASH_RE.fullmatch(v) is not None, "8 hex digits"),
+    "result_chars": _A_COUNT,
+    "error_kind": _one_of(TOOL_ERROR_KINDS),
+    "error_excerpt": _text_up_to(TOOL_EXCERPT_MAX_CHARS),
 }
 
 
-def _llm_problems(metadata: dict[str, Any]) -> list[str]:
+def _key_problems(metadata: dict[str, Any], checks: dict[str, tuple[Any, str]]) -> list[str]:
     out = []
-    for key, (check, what) in _LLM_KEY_CHECKS.items():
+    for key, (check, what) in checks.items():
         value = metadata.get(key)
         if value is not None and not check(value):
             out.append(f"metadata {key} is not {what}")
