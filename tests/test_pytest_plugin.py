@@ -547,3 +547,70 @@ def test_capture_prints_nothing_to_stdout_unless_cvdiag_was_on(pytester: pytest.
     loud.assert_outcomes(passed=1)
     assert "app output" in quiet.stdout.str() and "CVDIAG {" not in quiet.stdout.str()
     assert "CVDIAG {" in loud.stdout.str()
+
+
+def test_a_harness_on_requests_or_aiohttp_sends_the_test_id_and_the_session_undoes_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """The plugin instruments every client (``cvdiag.instrument()``), not only httpx: a
+    harness's ``requests`` and ``aiohttp`` calls to a real local server carry the test id,
+    and the session's end puts urllib3 and aiohttp back as they were. In a process of its
+    own: this session's plugin must not have patched the clients already."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_unconfigure(config):
+            import aiohttp
+            import urllib3
+            from cvdiag.write import _aiohttp_capture, _urllib3_capture
+
+            patched = (urllib3.HTTPConnectionPool.__dict__["urlopen"] is _urllib3_capture._urlopen,
+                       aiohttp.ClientSession.__dict__["_request"] is _aiohttp_capture._request)
+            print(f"patched at the end: {patched}")
+        """
+    )
+    pytester.makepyfile(
+        """
+        import asyncio
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import aiohttp
+        import pytest
+        import requests
+
+        class Echo(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = (self.headers.get("x-test-id") or "none").encode()
+                self.send_response(200)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        @pytest.fixture
+        def url():
+            server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            yield f"http://127.0.0.1:{server.server_address[1]}/"
+            server.shutdown()
+            server.server_close()
+
+        def test_requests(cvdiag_test_id, url):
+            assert requests.get(url, timeout=10).text == cvdiag_test_id
+
+        def test_aiohttp(cvdiag_test_id, url):
+            async def main():
+                async with aiohttp.ClientSession() as session, session.get(url) as response:
+                    return await response.text()
+
+            assert asyncio.run(main()) == cvdiag_test_id
+        """
+    )
+    result = pytester.runpytest_subprocess(*_QUIET, "-s")
+    result.assert_outcomes(passed=2)
+    assert "patched at the end: (False, False)" in result.stdout.str()

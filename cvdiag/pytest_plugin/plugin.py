@@ -33,7 +33,8 @@ from cvdiag.testing import capture
 from cvdiag.write import config as _config
 from cvdiag.write import emitter as _emitter
 from cvdiag.write.context import RequestContext, bind, new_context, unbind
-from cvdiag.write.propagation import instrument_httpx, uninstrument_httpx
+from cvdiag.write.instrumentation import instrument, uninstrument
+from cvdiag.write.propagation import is_instrumented
 
 __all__ = ["CvdiagEvents", "add_log"]
 
@@ -178,9 +179,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "cvdiag(tier='debug', enabled=True): cvdiag's tier for this test, or enabled=False to capture nothing",
     )
     config.stash[_LOGS] = list(config.getoption("cvdiag_log") or [])
-    # Remember whether this session installed propagation, so that a nested session
-    # (pytester) or an application that instrumented itself is not undone by us.
-    config.stash[_INSTALLED] = instrument_httpx()
+    # Every HTTP client a harness may use (httpx, aiohttp, requests/urllib3, botocore;
+    # CVDIAG_INSTRUMENT_OFF and CVDIAG_LLM_CAPTURE apply) carries the test id. Remember
+    # whether this session installed it, so that a nested session (pytester) or an
+    # application that instrumented itself is not undone by us.
+    config.stash[_INSTALLED] = not is_instrumented()
+    instrument()
     if config.getoption("cvdiag_report"):
         from cvdiag.pytest_plugin._report import SessionReport
 
@@ -212,7 +216,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if config.stash.get(_INSTALLED, False):
-        uninstrument_httpx()
+        uninstrument()
 
 
 # --- one test --------------------------------------------------------------------------
