@@ -1,7 +1,9 @@
 """The emission path: gate, build, drop unknown metadata, scrub, cap, render, enqueue.
 
-The steps after the gate are structlog processors run by a private bound logger (the
-host's structlog configuration is never touched); the wrapped "logger" is the queue.
+The steps after the gate are processors with structlog's signature, run in a plain
+loop over ``PROCESSORS`` (the host's structlog configuration is never touched); the
+"logger" they are handed is the queue. Accounting a step asks for (``cvdiag.metadata_dropped``)
+is collected during the pass and emitted after the line it accounts for, never from inside it.
 Nothing starts (no thread) until the first envelope is emitted while enabled. What
 the path remembers between envelopes is one object, ``state``, which ``reset()``s for
 tests (``cvdiag.testing.reset``).
@@ -13,7 +15,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -254,8 +256,9 @@ def utc_timestamp(now_ns: int) -> str:
 
 # --- processors (structlog signature: logger, method_name, event_dict) -------------
 # The event dict is {"envelope": <the wire dict, in field order>, "boundary": Boundary,
-# "cap": bytes}; keeping our bookkeeping beside the envelope means it can never leak
-# into a line, and structlog copies three keys per call instead of seventeen.
+# "cap": bytes}, plus "accounting": [(boundary, metadata), ...] when a step asks for an
+# accounting line; keeping our bookkeeping beside the envelope means it can never leak
+# into a line. The last processor returns the rendered bytes.
 
 
 def drop_unknown_metadata(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -274,7 +277,9 @@ def drop_unknown_metadata(_logger: Any, _name: str, event: dict[str, Any]) -> di
         new = sorted(str(k) for k in unknown if (boundary.name, str(k)) not in reported)
         if new:
             reported.update((boundary.name, k) for k in new)
-            event["report_drop"] = new
+            event.setdefault("accounting", []).append(
+                ("cvdiag.metadata_dropped", {"boundary": boundary.name, "keys": new})
+            )
     return event
 
 
@@ -329,9 +334,6 @@ def render_within_cap(_logger: Any, _name: str, event: dict[str, Any]) -> bytes:
     line = render_capped(envelope, event["cap"])
     if envelope["_truncated"]:
         state.counters.truncated += 1
-    report = event.get("report_drop")
-    if report:
-        emit("cvdiag.metadata_dropped", {"boundary": envelope["boundary"], "keys": report})
     return line
 
 
@@ -355,15 +357,28 @@ class _QueueLogger:
         self.counters.emitted += 1
 
 
-class _EnvelopeLogger(structlog.BoundLoggerBase):
-    def envelope(self, envelope: dict[str, Any], boundary: Boundary, cap: int) -> None:
-        method = "accounting" if boundary.metadata is None else "envelope"
-        self._proxy_to_logger(method, None, envelope=envelope, boundary=boundary, cap=cap)
-
-
-PROCESSORS = [drop_unknown_metadata, scrub_values, render_within_cap]
+#: The steps from built envelope to line, each ``(logger, method_name, event_dict)`` like
+#: a structlog processor; insert yours before the last (the renderer). Raising
+#: ``structlog.DropEvent`` drops the envelope.
+PROCESSORS: list[Callable[[Any, str, dict[str, Any]], Any]] = [drop_unknown_metadata, scrub_values, render_within_cap]
 # The writer and counters live as long as the process: ``reset`` clears them in place.
-_pipeline = _EnvelopeLogger(_QueueLogger(state.writer, state.counters), PROCESSORS, {})
+_queue = _QueueLogger(state.writer, state.counters)
+
+
+def _process(envelope: dict[str, Any], boundary: Boundary, cap: int) -> list[tuple[str, dict[str, Any]]]:
+    """Run ``envelope`` through ``PROCESSORS`` and queue the line; return the accounting
+    lines the pass asked for, for the caller to emit after this one."""
+    accounting = boundary.metadata is None
+    method = "accounting" if accounting else "envelope"
+    event = {"envelope": envelope, "boundary": boundary, "cap": cap}
+    line: Any = event
+    try:
+        for processor in PROCESSORS:
+            line = processor(_queue, method, line)
+    except structlog.DropEvent:
+        return []
+    (_queue.accounting if accounting else _queue.envelope)(line)
+    return event.get("accounting", [])
 
 
 # --- the gate and the call --------------------------------------------------------
@@ -441,7 +456,9 @@ def emit_edge(
     if not settings.enabled:
         return
     try:
-        _emit(settings, boundary, metadata, outcome, duration_ms, edge_headers)
+        after = _emit(settings, boundary, metadata, outcome, duration_ms, edge_headers)
+        for name, accounted in after:  # accounting lines ask for none of their own
+            _emit(settings, name, accounted, None, None, None)
     except Exception:
         note_internal_error()
 
@@ -453,13 +470,15 @@ def _emit(
     outcome: str | None,
     duration_ms: int | None,
     edge_headers: Mapping[str, str | None] | None,
-) -> None:
+) -> list[tuple[str, dict[str, Any]]]:
+    """Build the envelope and run it through the processors; return the accounting
+    lines it asked for (to be emitted after it)."""
     if settings.strict and state.pending_errors:
         _raise_pending()
     boundary = lookup(name)
     if boundary is None:
         _unknown(name, settings.strict)
-        return
+        return []
     ctx = current_context()
     accounting = boundary.metadata is None
     tier = settings.tier  # accounting lines: the global tier's cap
@@ -469,7 +488,7 @@ def _emit(
         slug = ctx.slug if ctx is not None else resolve_slug()
         tier = settings.tier_for(slug)
         if boundary.tier > tier and written_at(boundary, outcome) > tier:
-            return
+            return []
         if tier is Tier.DEBUG:
             config.count_debug_envelope()
     if ctx is not None:
@@ -502,7 +521,7 @@ def _emit(
         "_metadata_dropped": False,
         "_truncated": False,
     }
-    _pipeline.envelope(envelope, boundary, ENVELOPE_CAP_BYTES[tier])  # the slug's tier, not the global one
+    return _process(envelope, boundary, ENVELOPE_CAP_BYTES[tier])  # the slug's tier, not the global one
 
 
 def _report_drops() -> None:
