@@ -62,3 +62,20 @@ def test_a_users_processor_runs_in_the_chain_and_can_drop(monkeypatch):
         cvdiag.emit("backend.agent.enter", {"agent_name": "drop-me"})
     assert [(e["metadata"], e["demo"]) for e in envelopes] == [({"agent_name": "keep"}, "noted")]
     assert seen == ["envelope:backend.agent.enter", "envelope:backend.agent.enter"]
+
+
+def test_a_dropped_line_still_reports_the_keys_it_lost(monkeypatch):
+    """A user's step that drops a line after cvdiag removed an unknown key: the key is
+    reported once all the same, never marked as told while nothing was written."""
+
+    def drop_all(logger: Any, method_name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        if method_name == "envelope":
+            raise structlog.DropEvent
+        return event_dict
+
+    monkeypatch.setattr(emitter, "PROCESSORS", [*emitter.PROCESSORS[:1], drop_all, *emitter.PROCESSORS[1:]])
+    with capture() as envelopes, cvdiag.request_context():
+        cvdiag.emit("backend.agent.enter", {"agent_name": "a", "made_up_key": 1})
+    assert [(e["boundary"], e["metadata"]) for e in envelopes] == [
+        ("cvdiag.metadata_dropped", {"boundary": "backend.agent.enter", "keys": ["made_up_key"]})
+    ]

@@ -375,8 +375,8 @@ def _process(envelope: dict[str, Any], boundary: Boundary, cap: int) -> list[tup
     try:
         for processor in PROCESSORS:
             line = processor(_queue, method, line)
-    except structlog.DropEvent:
-        return []
+    except structlog.DropEvent:  # the line is dropped; what the pass found about its keys is still told
+        return event.get("accounting", [])
     (_queue.accounting if accounting else _queue.envelope)(line)
     return event.get("accounting", [])
 
