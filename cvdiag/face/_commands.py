@@ -311,11 +311,6 @@ class _JsonList:
 
 
 def diagnose(args: argparse.Namespace) -> int:
-    try:
-        import cvdiag.diagnosis  # noqa: F401 - only checks that diagnosis is installed
-    except ImportError:
-        print("cvdiag: diagnosis is not available in this install", file=sys.stderr)
-        return NOTHING_EXIT
     if args.all:
         sources = _sources(args.args, spool_stdin=True)
         progress = _progress(sources)

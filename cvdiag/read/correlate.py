@@ -168,11 +168,9 @@ def closest_ids(sources: list[Source], wanted: str, limit: int = 3) -> list[str]
 
 
 def diagnose_timeline(tl: Timeline, slow_s: float) -> Any:
-    """The diagnosis of a timeline's test, or None when diagnosis is not available."""
-    try:
-        from cvdiag.diagnosis import Evidence, Thresholds, classify
-    except ImportError:
-        return None
+    """The diagnosis of a timeline's test."""
+    from cvdiag.diagnosis import Evidence, Thresholds, classify
+
     ev = Evidence(tl.test_id or "")
     for env in tl.envelopes:
         ev.add(env)
