@@ -8,6 +8,7 @@ neither side may reach into the other.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,19 @@ def test_no_module_imports_itself_through_others() -> None:
     graph = _import_graph()
     assert len(graph) > 50 and graph["cvdiag.face.cli"]
     assert _cycles(graph) == []
+
+
+def test_every_module_the_architecture_names_exists() -> None:
+    """docs/architecture.md's tree names modules by file: a rename must follow there."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    tree = doc.split("```")[1]
+    side, missing, named = "", [], 0
+    for line in tree.splitlines():
+        if m := re.match(r"^  (\w+)/", line):
+            side = m.group(1)
+        for name in re.findall(r"\b(\w+\.py)\b", line):
+            here = PACKAGE / side / name if line.startswith("    ") or m else PACKAGE / name
+            named += 1
+            if not here.exists():
+                missing.append(str(here.relative_to(PACKAGE.parent)))
+    assert named > 40 and missing == []

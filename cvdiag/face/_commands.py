@@ -24,7 +24,7 @@ from cvdiag.face.render import FAIL, OK, Out, Progress, unique_prefixes
 from cvdiag.read import correlate, filters
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, MARKERS, Tally
-from cvdiag.read.scan import read
+from cvdiag.read.scan import hits_in
 from cvdiag.read.sources import Source, resolve_sources
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ def stats(args: argparse.Namespace) -> int:
 
     sources = _sources(args.paths)
     tally, found, progress = Tally(), Stats(), _progress(sources)
-    for hit in read(sources, tally, progress=progress):
+    for hit in hits_in(sources, tally, progress=progress):
         if hit.kind == ENVELOPE:
             found.add(hit.value)
     progress.close()
@@ -268,7 +268,7 @@ def validate(args: argparse.Namespace) -> int:
     out = Out()
     # Each problem is written as it is found, never kept: a log can hold millions.
     problems = _JsonList(b'{\n  "problems": [') if args.json else None
-    for hit in read(sources, tally, with_lines=True):
+    for hit in hits_in(sources, tally, with_lines=True):
         if hit.kind == BREADCRUMB:
             continue
         reasons = [hit.value] if hit.kind == MALFORMED else check(hit.value)
