@@ -27,7 +27,7 @@ from starlette.testclient import TestClient
 import cvdiag
 from cvdiag.contract.schema import JAVA_PREFIX, PREFIX
 from cvdiag.read.parsing import ENVELOPE, parse_line
-from cvdiag.read.scan import Folder
+from cvdiag.read.scan import Fold
 
 TID = "d4-agno-1234"
 
@@ -70,8 +70,8 @@ def _emitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, by
     return out.read_bytes(), sink.read_bytes()
 
 
-def _fold(log: bytes, evidence_cls: Any = None) -> Folder:
-    folder = Folder(evidence_cls)
+def _fold(log: bytes, evidence_cls: Any = None) -> Fold:
+    folder = Fold(evidence_cls)
     folder.buffer(log, "test.log")
     return folder
 

@@ -93,7 +93,7 @@ def test_add_records_every_test_with_its_class_and_adding_again_changes_nothing(
 
 
 def test_add_keeps_the_numbers_of_each_test(db: str, tmp_path: Path) -> None:
-    from cvdiag.history.store import open_store
+    from cvdiag.history.backend import open_store
 
     log = run_log(tmp_path / "run.log", {FLAKY: "llm-error", NEW: "pass"}, "x")
     assert cli("history", "add", log, "--db", db).code == 0
@@ -355,7 +355,7 @@ def test_a_history_of_a_newer_schema_is_refused_and_left_alone(db: str, tmp_path
         assert len(done.err.strip().splitlines()) == 1
         assert "holds history schema 99, newer than this cvdiag's 1: upgrade cvdiag" in done.err
     _set_version(db, 1)  # max() is 99 still: nothing was changed or added meanwhile
-    from cvdiag.history.store import open_store
+    from cvdiag.history.backend import open_store
 
     with pytest.raises(Exception, match="newer"):
         open_store(db)
@@ -452,7 +452,7 @@ def test_eight_processes_adding_at_once_lose_nothing_and_double_nothing(db: str,
 
 
 def _results_per_run(db: str) -> dict[str, int]:
-    from cvdiag.history.store import open_store
+    from cvdiag.history.backend import open_store
 
     store = open_store(db)
     try:

@@ -8,6 +8,7 @@ neither side may reach into the other.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,69 @@ def test_the_read_side_and_the_command_load_no_emit_side_starlette_or_structlog(
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert len(modules) > 20 and out.strip() == "[]"
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """cvdiag module -> the cvdiag modules it imports by name, at any depth.
+
+    A lazy import inside a function counts: it still hands control back to the module it
+    names, and a circle through one is still a circle. ``from package import module``
+    names both; a package is not taken to import its parents.
+    """
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        graph[name] = {imported for _, imported in _imports(path) if imported in modules and imported != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle in ``graph``, each once, as the modules around it."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                found.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+def test_the_cycle_finder_sees_a_circle_through_a_lazy_import() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """Control flows one way: no cvdiag module reaches, through any import, back to itself."""
+    graph = _import_graph()
+    assert len(graph) > 50 and graph["cvdiag.face.cli"]
+    assert _cycles(graph) == []
+
+
+def test_every_module_the_architecture_names_exists() -> None:
+    """docs/architecture.md's tree names modules by file: a rename must follow there."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    tree = doc.split("```")[1]
+    side, missing, named = "", [], 0
+    for line in tree.splitlines():
+        if m := re.match(r"^  (\w+)/", line):
+            side = m.group(1)
+        for name in re.findall(r"\b(\w+\.py)\b", line):
+            here = PACKAGE / side / name if line.startswith("    ") or m else PACKAGE / name
+            named += 1
+            if not here.exists():
+                missing.append(str(here.relative_to(PACKAGE.parent)))
+    assert named > 40 and missing == []

@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from cvdiag.history import queries
-from cvdiag.history.store import RESULT_COLUMNS, Result, Run, open_store
+from cvdiag.history.backend import open_store
+from cvdiag.history.store import RESULT_COLUMNS, Result, Run
 
 CLASSES = ("llm-error", "server-error", "client-disconnect", "llm-slow")
 

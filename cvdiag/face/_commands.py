@@ -9,22 +9,52 @@ only in the command that needs them, so start-up stays fast.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from cvdiag.contract.timestamps import parse_ts
 from cvdiag.face import _views as views
 from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, UsageError, say
 from cvdiag.face.render import FAIL, OK, Out, Progress, unique_prefixes
 from cvdiag.read import correlate, filters
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, MARKERS, Tally
-from cvdiag.read.scan import read
+from cvdiag.read.scan import hits_in
 from cvdiag.read.sources import Source, resolve_sources
 
+if TYPE_CHECKING:
+    from cvdiag.history.store import Store
+
 # -- inputs and outputs ---------------------------------------------------------------
+
+
+# -- argument types -------------------------------------------------------------------
+
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def when(text: str) -> float:
+    """``--since/--until``: an RFC 3339 time (naive means UTC), a date, or ``15m``/``2h``/``1d`` ago."""
+    m = _RELATIVE.match(text.strip())
+    if m:
+        return time.time() - float(m.group(1)) * _UNIT_S[m.group(2)]
+    value = text.strip().replace(" ", "T")
+    if re.match(r"^\d{4}-\d\d-\d\d$", value):
+        value += "T00:00:00"
+    if not re.search(r"(Z|[+-]\d\d:?\d\d)$", value):
+        value += "Z"
+    try:
+        return parse_ts(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time: {text!r} (use 2026-11-21T10:00:00Z, a date, or 15m/2h/1d)"
+        ) from None
 
 
 def _sources(paths: Sequence[str], *, spool_stdin: bool = False) -> list[Source]:
@@ -207,7 +237,7 @@ def stats(args: argparse.Namespace) -> int:
 
     sources = _sources(args.paths)
     tally, found, progress = Tally(), Stats(), _progress(sources)
-    for hit in read(sources, tally, progress=progress):
+    for hit in hits_in(sources, tally, progress=progress):
         if hit.kind == ENVELOPE:
             found.add(hit.value)
     progress.close()
@@ -238,7 +268,7 @@ def validate(args: argparse.Namespace) -> int:
     out = Out()
     # Each problem is written as it is found, never kept: a log can hold millions.
     problems = _JsonList(b'{\n  "problems": [') if args.json else None
-    for hit in read(sources, tally, with_lines=True):
+    for hit in hits_in(sources, tally, with_lines=True):
         if hit.kind == BREADCRUMB:
             continue
         reasons = [hit.value] if hit.kind == MALFORMED else check(hit.value)
@@ -281,11 +311,6 @@ class _JsonList:
 
 
 def diagnose(args: argparse.Namespace) -> int:
-    try:
-        import cvdiag.diagnosis  # noqa: F401 - only checks that diagnosis is installed
-    except ImportError:
-        print("cvdiag: diagnosis is not available in this install", file=sys.stderr)
-        return NOTHING_EXIT
     if args.all:
         sources = _sources(args.args, spool_stdin=True)
         progress = _progress(sources)
@@ -392,24 +417,25 @@ def report(args: argparse.Namespace) -> int:
     return OK_EXIT
 
 
+def open_history(db: str | None, *, write: bool = False) -> Store:
+    """The history store; a missing extra is a usage error that names it."""
+    from cvdiag.history.backend import open_store
+    from cvdiag.history.store import MissingExtra
+
+    try:
+        return open_store(db, write=write)
+    except MissingExtra as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _history_page(db: str) -> str:
-    from cvdiag.face._history import _open
     from cvdiag.face.report_history import section
 
-    store = _open(db)
+    store = open_history(db)
     try:
         return section(store)
     finally:
         store.close()
-
-
-def demo(argv: list[str]) -> int:
-    try:
-        from cvdiag.face._demo import main as demo_main
-    except ImportError:
-        print("cvdiag: demo not available", file=sys.stderr)
-        return NOTHING_EXIT
-    return int(demo_main(argv) or 0)
 
 
 #: The commands that take parsed arguments, by name (``demo`` parses its own).

@@ -90,7 +90,8 @@ def _serve(log: Path, port: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str], *, cli: Callable[[list[str]], int]) -> int:
+    """Run the demo; ``cli`` is ``cvdiag.face.cli.main``, handed in so control flows one way."""
     parser = argparse.ArgumentParser(prog="cvdiag demo", description=__doc__.splitlines()[0])
     parser.add_argument("--log", type=Path, help="where to write the backend log (default: a new temp dir)")
     args = parser.parse_args(argv)
@@ -122,8 +123,6 @@ def main(argv: list[str] | None = None) -> int:
             server.kill()
     say(f"\nThe backend's log (uvicorn's lines and CVDIAG lines mixed) is {log}\n")
 
-    from cvdiag.face.cli import main as cli
-
     hangup = f"demo-hangup-{run}"
     path, slow = shlex.quote(str(log)), str(DEMO_SLOW_S)
     say(f"$ cvdiag tests --slow-s {slow} {path}")
@@ -142,7 +141,3 @@ def main(argv: list[str] | None = None) -> int:
     ):
         say(f"  {command}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

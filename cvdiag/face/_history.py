@@ -17,26 +17,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cvdiag.face import _history_views as views
-from cvdiag.face._commands import _json_out, _note, _sources
+from cvdiag.face._commands import _json_out, _note, _sources, open_history, when
 from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, USAGE_EXIT, UsageError, exit_code
 from cvdiag.face.render import Out
 from cvdiag.history.queries import DEFAULT_WINDOW
-from cvdiag.history.store import MissingExtra, Store, add_to, open_store
+from cvdiag.history.store import Store, add_to
 
 
 def _stamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _open(db: str | None, *, write: bool = False) -> Store:
-    try:
-        return open_store(db, write=write)
-    except MissingExtra as exc:
-        raise UsageError(str(exc)) from None
-
-
 def _asked(args: argparse.Namespace, ask: Callable[[Store], Any]) -> Any:
-    store = _open(args.db)
+    store = open_history(args.db)
     try:
         return ask(store)
     finally:
@@ -58,7 +51,7 @@ def add(args: argparse.Namespace) -> int:
         return NOTHING_EXIT
     info = record.described(record.RunInfo(args.run_id, args.commit, args.branch, args.job_url), os.environ)
     run, results = record.make_run(info, results, _stamp(args.started) if args.started else None)
-    added, where = add_to(_open(args.db, write=True), run, results)
+    added, where = add_to(open_history(args.db, write=True), run, results)
     summary = {"run_id": run.run_id, "added": added, "tests": run.tests, "failed": run.failed, "db": where}
     if args.json:
         _json_out(summary)
@@ -131,8 +124,6 @@ def diff(args: argparse.Namespace) -> int:
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The ``history`` parser, and each sub-command's own by name."""
-    from cvdiag.face.cli import when
-
     p = argparse.ArgumentParser(
         prog="cvdiag history",
         description="Test results across CI runs, in DuckDB (a file, the default) or PostgreSQL.",

@@ -10,39 +10,13 @@ stays fast.
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
-import time
 from collections.abc import Sequence
 
-from cvdiag.contract.timestamps import parse_ts
-from cvdiag.face._commands import COMMANDS, demo
+from cvdiag.face._commands import COMMANDS, when
 from cvdiag.face._exit import OK_EXIT, USAGE_EXIT, exit_code, terminated
 from cvdiag.read import correlate
-
-# -- argument types -------------------------------------------------------------------
-
-_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def when(text: str) -> float:
-    """``--since/--until``: an RFC 3339 time (naive means UTC), a date, or ``15m``/``2h``/``1d`` ago."""
-    m = _RELATIVE.match(text.strip())
-    if m:
-        return time.time() - float(m.group(1)) * _UNIT_S[m.group(2)]
-    value = text.strip().replace(" ", "T")
-    if re.match(r"^\d{4}-\d\d-\d\d$", value):
-        value += "T00:00:00"
-    if not re.search(r"(Z|[+-]\d\d:?\d\d)$", value):
-        value += "Z"
-    try:
-        return parse_ts(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a time: {text!r} (use 2026-11-21T10:00:00Z, a date, or 15m/2h/1d)"
-        ) from None
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -142,8 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script and ``python -m cvdiag``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, terminated)
-    if argv[:1] == ["demo"]:
-        return exit_code(lambda: demo(argv[1:]))
+    if argv[:1] == ["demo"]:  # the demo drives this very CLI: it is handed `main`, never imports it
+        from cvdiag.face._demo import main as demo_main
+
+        return exit_code(lambda: demo_main(argv[1:], cli=main))
     if argv[:1] == ["history"]:  # its own sub-commands: its own parser
         from cvdiag.face._history import main as history_main
 

@@ -2,7 +2,7 @@
 detail, in a compact JSON-ready form that ``report`` embeds and the page draws lazily.
 
 Two passes over the inputs: ``correlate.scan_tests`` (rows and diagnoses, as ``tests``
-and ``diagnose --all`` compute them) and one ``scan.read`` for the events. Each event
+and ``diagnose --all`` compute them) and one ``scan.hits_in`` for the events. Each event
 is encoded as soon as it is read, so memory follows the size of the report, not of the
 log. Read side only: no emit-side import, no HTML here.
 """
@@ -19,7 +19,7 @@ from cvdiag.contract.timestamps import ts_seconds
 from cvdiag.read import correlate
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import COERCED, ENVELOPE, Tally, restored
-from cvdiag.read.scan import read
+from cvdiag.read.scan import hits_in
 from cvdiag.read.sources import Source
 
 #: A test's events beyond this many are counted, not embedded (a debug-tier stream can
@@ -166,7 +166,7 @@ def build(
             detail[row["test_id"]] = _TestEvents(round(ts_seconds(row["first_ts"]) * 1000))
     llm_ms: dict[str, float] = {}
     tally = Tally()  # the scan counted malformed lines already
-    for hit in read(list(sources), tally):
+    for hit in hits_in(list(sources), tally):
         if hit.kind != ENVELOPE:
             continue
         env = hit.value

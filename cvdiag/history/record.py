@@ -21,7 +21,7 @@ from typing import Any
 from cvdiag.history.store import FIELD_MAX, NAME_MAX, REASON_MAX, URL_MAX, Result, Run, count, number, text
 from cvdiag.read import correlate
 from cvdiag.read.parsing import ENVELOPE, Tally
-from cvdiag.read.scan import read
+from cvdiag.read.scan import hits_in
 from cvdiag.read.sources import Source
 
 RUN_ID_ENV = "CVDIAG_RUN_ID"
@@ -210,7 +210,7 @@ def tests_of(
     name_of = name_of or (lambda tid: tid)
     scan = correlate.scan_tests(list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True)
     extra: dict[str, _Extra] = {}
-    for hit in read(list(sources), Tally()):  # the scan counted malformed lines already
+    for hit in hits_in(list(sources), Tally()):  # the scan counted malformed lines already
         if hit.kind == ENVELOPE:
             tid = hit.value["test_id"]
             (extra.get(tid) or extra.setdefault(tid, _Extra())).add(hit.value)

@@ -1,7 +1,7 @@
 """The one narrow interface to a history database, whichever it is: open it, add a run
 in one transaction, ask it a read-only question in SQL both backends understand.
 
-``open_store(url)`` picks the backend: ``postgresql://`` (or ``postgres://``) is a
+``cvdiag.history.backend.open_store(url)`` picks the backend: ``postgresql://`` (or ``postgres://``) is a
 PostgreSQL server (psycopg 3, extra ``cvdiag[postgres]``), anything else the path of a
 DuckDB file (extra ``cvdiag[history]``). The schema is versioned: ``schema_version``
 holds the version a database was written with, older ones are migrated when opened for
@@ -31,7 +31,7 @@ HISTORY_ENV = "CVDIAG_HISTORY"
 #: Text columns are cut to these many characters (a name or reason can be megabytes).
 NAME_MAX, REASON_MAX, FIELD_MAX, URL_MAX = 512, 1024, 256, 1024
 
-_POSTGRES = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
+POSTGRES_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 
 
 class HistoryError(InputError):
@@ -115,7 +115,7 @@ POSTGRES_INDEXES: tuple[str, ...] = (
 
 def redacted(url: str) -> str:
     """``url`` with its password replaced by ``***``: what may be printed."""
-    if not _POSTGRES.match(url):
+    if not POSTGRES_URL.match(url):
         return url
     try:
         parts = urlsplit(url)
@@ -184,19 +184,6 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def open_store(db: str | None = None, *, write: bool = False) -> Store:
-    """The history at ``db`` (see ``location``). Reading a history that does not exist
-    is a ``HistoryError``; writing creates it."""
-    where = location(db)
-    if _POSTGRES.match(where):
-        from cvdiag.history import _postgres
-
-        return _postgres.PostgresStore(where, write=write)
-    from cvdiag.history import _duckdb
-
-    return _duckdb.DuckStore(where, write=write)
 
 
 def check_version(found: int | None, where: str, *, write: bool = True) -> None:

@@ -33,11 +33,14 @@ class _Outcome:
 class SessionHistory:
     """A pytest plugin object: spools tests as they end, records the run at the end."""
 
-    def __init__(self, config: pytest.Config, db: str | None) -> None:
+    def __init__(self, config: pytest.Config, db: str | None, logs: pytest.StashKey[list[str]]) -> None:
+        """``logs`` is the plugin's key for the log files named so far (handed in, so
+        this module never imports the plugin that loads it)."""
         from cvdiag.history import record
 
         self.db = db or None
         self.config = config
+        self.logs = logs
         self.started = record.now()
         workerinput = getattr(config, "workerinput", None)
         self.worker = workerinput is not None
@@ -78,7 +81,7 @@ class SessionHistory:
         if self.worker:
             return
         try:
-            self.line = self._record(self.config.stash.get(_logs_key(), []))
+            self.line = self._record(self.config.stash.get(self.logs, []))
         except Exception as exc:  # the session's own result matters more than its history
             self.line = f"cvdiag history: could not record this session: {exc}"
         finally:
@@ -90,7 +93,8 @@ class SessionHistory:
 
     def _record(self, logs: Sequence[str]) -> str:
         from cvdiag.history import record
-        from cvdiag.history.store import FIELD_MAX, NAME_MAX, Result, add_to, open_store, text
+        from cvdiag.history.backend import open_store
+        from cvdiag.history.store import FIELD_MAX, NAME_MAX, Result, add_to, text
         from cvdiag.read.sources import resolve_sources
 
         node_of: dict[str, str] = {}
@@ -125,12 +129,6 @@ class SessionHistory:
         if not added:
             return f"cvdiag history: run {run.run_id} is in {where} already: nothing recorded"
         return f"cvdiag history: recorded run {run.run_id} ({run.tests} tests, {run.failed} failed) in {where}"
-
-
-def _logs_key() -> Any:
-    from cvdiag.pytest_plugin.plugin import _LOGS
-
-    return _LOGS
 
 
 def looks_like_a_test_path(value: str) -> bool:

@@ -198,7 +198,7 @@ def _start_history(config: pytest.Config, db: str) -> None:
 
     if db and looks_like_a_test_path(db):
         raise pytest.UsageError(f"--cvdiag-history took {db!r} as its database: write --cvdiag-history=DB")
-    config.stash[_HISTORY] = history = SessionHistory(config, db)
+    config.stash[_HISTORY] = history = SessionHistory(config, db, _LOGS)
     config.pluginmanager.register(history, "cvdiag-history")
 
 

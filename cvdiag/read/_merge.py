@@ -24,9 +24,9 @@ def merged(sources: list[Source], tally: Tally, markers: tuple[bytes, ...] = par
     """Envelope hits of all ``sources``, merged by (ts, mono_ns)."""
     if len(sources) == 1 or len(sources) > _MAX_MERGED:
         # One input needs no merge; very many are read in name order (a directory of rotated logs).
-        yield from (h for h in scan.read(sources, tally, markers=markers) if h.kind == ENVELOPE)
+        yield from (h for h in scan.hits_in(sources, tally, markers=markers) if h.kind == ENVELOPE)
         return
-    streams = [_timed(scan.read([s], tally, markers=markers)) for s in sources]
+    streams = [_timed(scan.hits_in([s], tally, markers=markers)) for s in sources]
     for _, hit in heapq.merge(*streams, key=lambda pair: pair[0]):
         yield hit
 

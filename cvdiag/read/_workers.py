@@ -83,7 +83,7 @@ def byte_ranges(buf: Any, parts: int) -> list[tuple[int, int]]:
 
 
 def fold_share(
-    folder: scan.Folder, sources: list[Source], part: int, parts: int, by_range: bool,
+    folder: scan.Fold, sources: list[Source], part: int, parts: int, by_range: bool,
     progress: Callable[[int], None] | None, *, count: bool,
 ) -> None:  # fmt: skip
     """Fold worker ``part``'s byte range of every buffer (``by_range``), or every buffer

@@ -2,7 +2,7 @@
 diagnosis, and envelopes of several inputs merged by time.
 
 This module is the entry point; the work is done in ``_workers`` (worker processes),
-``_evidence_budget`` (diagnosing in bounded memory), ``timeline`` and ``merge``.
+``_diagnosing`` (diagnosing in bounded memory), ``timeline`` and ``merge``.
 Everything keeps aggregates, never the events of a whole log, so memory depends on the
 number of tests, not on the size of the input.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cvdiag.read import _workers, scan
-from cvdiag.read._evidence_budget import diagnose_share
+from cvdiag.read._diagnosing import diagnose_share
 from cvdiag.read._merge import merged
 from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import Source
@@ -113,7 +113,7 @@ def _scan_share(share: _Share) -> tuple[Any, Tally, float | None]:
             sources, part, parts, share.slow_s, share.log_end, share.keep_json, share.progress
         )
         return _test_rows(folder.aggs, verdicts), folder.tally, folder.latest
-    folder = scan.Folder()  # aggregates merge: split by byte range
+    folder = scan.Fold()  # aggregates merge: split by byte range
     # Part 0 reports progress for all: the shares are about equal.
     progress = share.progress
     scaled = (lambda done: progress(done * parts)) if progress is not None else None
@@ -168,11 +168,9 @@ def closest_ids(sources: list[Source], wanted: str, limit: int = 3) -> list[str]
 
 
 def diagnose_timeline(tl: Timeline, slow_s: float) -> Any:
-    """The diagnosis of a timeline's test, or None when diagnosis is not available."""
-    try:
-        from cvdiag.diagnosis import Evidence, Thresholds, classify
-    except ImportError:
-        return None
+    """The diagnosis of a timeline's test."""
+    from cvdiag.diagnosis import Evidence, Thresholds, classify
+
     ev = Evidence(tl.test_id or "")
     for env in tl.envelopes:
         ev.add(env)

@@ -2,10 +2,10 @@
 
 Reading is built for big files: a buffer is searched with ``find`` for a few markers
 (C speed, no per-line Python for noise), and only the lines holding one are parsed
-(``hits``, ``read``). A line that a container runtime split into several records is
+(``hits``, ``hits_in``). A line that a container runtime split into several records is
 found by its first record and read forward to its last (``logical_lines``, ``rejoin``).
 
-``tests`` goes further (``Folder``): ``find`` locates each envelope head
+``tests`` goes further (``Fold``): ``find`` locates each envelope head
 (``{"schema_version":1,"test_id":"``), and an envelope in the emitter's canonical
 layout there (after ``CVDIAG ``, after ``CVDIAG_EVENT ``, or a bare NDJSON line) gives
 up the fields ``tests`` needs to one anchored regex over its head, built from the
@@ -152,7 +152,7 @@ class Hit:
         self.raw = raw
 
 
-def read(
+def hits_in(
     sources: list[Source],
     tally: Tally,
     *,
@@ -180,7 +180,7 @@ def hits(
     progress: Callable[[int], None] | None = None,
     base: int = 1,
 ) -> Iterator[Hit]:
-    """``read`` of one buffer of the source ``name``, whose first line is line ``base``."""
+    """``hits_in`` of one buffer of the source ``name``, whose first line is line ``base``."""
     counter = LineCounter(buf, base)
     done = 0
     if len(markers) == 1:  # one needle (a test id): a plain search, parallel when big
@@ -257,7 +257,7 @@ _HEAD_FIELDS = ENVELOPE_FIELDS[: ENVELOPE_FIELDS.index("edge_headers")]
 _CANONICAL = re.compile(
     rb"\{" + b",".join(b'"%s":%s' % (f.encode(), _FIELD_PATTERNS[f]) for f in _HEAD_FIELDS) + rb',"edge_headers":\{'
 )
-#: The fields ``Folder`` unpacks from ``_CANONICAL``'s groups, in this order (the
+#: The fields ``Fold`` unpacks from ``_CANONICAL``'s groups, in this order (the
 #: schema's): checked here, as a schema that reordered them would feed it wrong fields.
 _FOLDED = ("test_id", "layer", "boundary", "slug", "ts", "mono_ns", "outcome")
 if tuple(f for f in _HEAD_FIELDS if re.compile(_FIELD_PATTERNS[f]).groups) != _FOLDED:
@@ -379,7 +379,7 @@ class Agg:
         }
 
 
-class Folder:
+class Fold:
     """Folds buffers into per-test aggregates (``aggs``) and, given an ``Evidence``
     class, into diagnosis evidence (``evidence``), which needs every envelope parsed
     except those whose head says it all (``Evidence.add_head``: most of a log).

@@ -30,34 +30,26 @@ def _budget(raw: str | None) -> int:
 EVIDENCE_BUDGET = _budget(os.environ.get("CVDIAG_EVIDENCE_BUDGET"))
 
 
-def evidence_class() -> Any:
-    """``cvdiag.diagnosis.Evidence``, or None when diagnosis is not installed."""
-    try:
-        from cvdiag.diagnosis import Evidence
-    except ImportError:  # diagnosis not installed: the class column stays empty
-        return None
-    return Evidence
-
-
 def diagnose_share(
     sources: list[Source], part: int, parts: int, slow_s: float, log_end: float | None, keep_json: bool,
     progress: Callable[[int], None] | None,
-) -> tuple[scan.Folder, dict[bytes, Any]]:  # fmt: skip
+) -> tuple[scan.Fold, dict[bytes, Any]]:  # fmt: skip
     """The folder of the tests worker ``part`` owns (aggregates, tally, latest ``ts``) and
     their verdicts (the whole diagnosis as JSON with ``keep_json``, else the class), in as
     many passes as the budget needs (one for all but very big logs)."""
-    evidence_cls = evidence_class()
+    from cvdiag.diagnosis import Evidence
+
     owns = owner(part, parts) if parts > 1 else None
-    first = scan.Folder(evidence_cls, owns, budget=EVIDENCE_BUDGET)
+    first = scan.Fold(Evidence, owns, budget=EVIDENCE_BUDGET)
     fold_share(first, sources, part, parts, False, progress, count=part == 0)
     end = log_end if log_end is not None else first.latest
     verdicts: dict[bytes, Any] = {}
     folder = first
-    while evidence_cls is not None:
+    while True:
         verdicts.update(_verdicts(folder.evidence, slow_s, end, keep_json))
         if not folder.deferred:
             break
-        folder = scan.Folder(evidence_cls, owns, budget=EVIDENCE_BUDGET, only=folder.deferred, fold_aggs=False)
+        folder = scan.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, only=folder.deferred, fold_aggs=False)
         fold_share(folder, sources, part, parts, False, None, count=False)
     return first, verdicts
 
