@@ -8,6 +8,7 @@ from typing import Any
 
 import cvdiag
 from cvdiag.contract.schema import is_accounting
+from cvdiag.read.validate import problems
 from cvdiag.testing import capture as capture_envelopes
 
 
@@ -23,6 +24,12 @@ class Captured:
     def events(self) -> list[dict[str, Any]]:
         """The envelopes so far, without cvdiag.* accounting lines."""
         return [e for e in self.all() if not is_accounting(e["boundary"])]
+
+    def llm_responses(self) -> list[dict[str, Any]]:
+        """The response envelopes of the LLM calls, each checked against the schema on the way."""
+        for env in self.all():
+            assert problems(env) == [], (env, problems(env))
+        return [e for e in self.events() if e["boundary"] == "backend.llm.call.response"]
 
     def boundaries(self) -> list[str]:
         return [e["boundary"] for e in self.events()]

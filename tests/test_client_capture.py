@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from llm_server import DATA, Reply, server_fixture  # noqa: F401 (fixture)
 
 import cvdiag
-from cvdiag.read.validate import problems
 from cvdiag.testing import reset
 from cvdiag.write.context import bind, new_context, unbind
 
@@ -43,12 +42,6 @@ def instrumented():
         cvdiag.uninstrument()
 
 
-def _calls(cap) -> list[dict]:
-    for env in cap.all():
-        assert problems(env) == [], (env, problems(env))
-    return [e for e in cap.events() if e["boundary"] == "backend.llm.call.response"]
-
-
 def _md(env: dict, *keys: str) -> tuple:
     return tuple(env["metadata"].get(k) for k in keys)
 
@@ -60,7 +53,7 @@ def _happy(env: dict) -> tuple:
 
 def _one_call(cap, client: str) -> dict:
     starts = cap.of("backend.llm.call.start")
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert [s["metadata"]["client"] for s in starts] == [client]
     assert end["metadata"]["client"] == client
     return end
@@ -115,7 +108,7 @@ def test_aiohttp_gzip_inflated_by_aiohttp_or_left_to_the_caller(server):
         inflated = asyncio.run(_aiohttp_read(server.url, "read"))
         raw = asyncio.run(_aiohttp_read(server.url, "read", auto_decompress=False))
     assert inflated == RECORDED and gzip.decompress(raw) == RECORDED
-    assert [_happy(e) for e in _calls(cap)] == [HAPPY, HAPPY]
+    assert [_happy(e) for e in cap.llm_responses()] == [HAPPY, HAPPY]
 
 
 def test_aiohttp_non_streamed_json_and_its_request_id(server):
@@ -160,7 +153,7 @@ def test_aiohttp_429_and_500_name_the_provider_error_and_count_attempts(server):
 
     with capture("default") as cap, cvdiag.request_context(test_id="t-retries"):
         asyncio.run(run())
-    calls = _calls(cap)  # default tier: only the failures are written
+    calls = cap.llm_responses()  # default tier: only the failures are written
     got = [
         (c["outcome"], *_md(c, "attempt", "http_status", "error_type", "retry_after_ms", "error_class")) for c in calls
     ]
@@ -215,7 +208,7 @@ def test_aiohttp_body_given_up_or_cancelled_is_timeout(server):
     with capture("verbose") as cap:
         asyncio.run(give_up())
         asyncio.run(cancelled())
-    calls = _calls(cap)
+    calls = cap.llm_responses()
     assert [(c["outcome"], *_md(c, "error_class", "http_status")) for c in calls] == [
         ("timeout", "CancelledError", 200)
     ] * 2
@@ -287,7 +280,7 @@ def test_requests_gzip_and_urllib3_preloaded_bodies(server):
     with capture("verbose") as cap:
         assert _requests_read(server.url, "iter_content") == RECORDED
         assert urllib3.PoolManager().request("POST", server.url + CHAT, json=BODY).data == RECORDED
-    assert [_happy(e) for e in _calls(cap)] == [HAPPY, HAPPY]
+    assert [_happy(e) for e in cap.llm_responses()] == [HAPPY, HAPPY]
 
 
 def test_requests_in_a_thread_keeps_the_test_id_when_the_context_goes_with_it(server):
@@ -311,7 +304,7 @@ def test_requests_in_a_thread_keeps_the_test_id_when_the_context_goes_with_it(se
         worker.start()
         worker.join()
     assert seen == ["t-thread"] * 3
-    assert {c["test_id"] for c in _calls(cap)} == {"t-thread"}
+    assert {c["test_id"] for c in cap.llm_responses()} == {"t-thread"}
 
 
 def test_requests_cut_stream_is_err_and_a_closed_one_is_timeout(server):
@@ -326,7 +319,7 @@ def test_requests_cut_stream_is_err_and_a_closed_one_is_timeout(server):
             _requests_read(server.url, "iter_lines")
         with requests.post(server.url + CHAT, json=BODY, stream=True) as response:
             next(response.iter_lines())
-    cut, closed = _calls(cap)
+    cut, closed = cap.llm_responses()
     assert (cut["outcome"], *_md(cut, "error_class", "http_status", "output_chars")) == ("err", "ProtocolError", 200, 5)
     assert (closed["outcome"], *_md(closed, "error_class")) == ("timeout", "CancelledError")
 
@@ -454,7 +447,7 @@ def test_aiohttp_bytes_are_the_same_with_and_without_cvdiag(server, body, piece,
     finally:
         cvdiag.instrument()
     assert watched == bare == body
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert end["outcome"] == "ok"
 
 
@@ -475,7 +468,7 @@ def test_requests_bytes_are_the_same_with_and_without_cvdiag(server, body, piece
     finally:
         cvdiag.instrument()
     assert watched == bare
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert end["outcome"] == "ok"
 
 
@@ -486,7 +479,7 @@ def test_a_gzip_bomb_is_read_in_bounded_steps_and_passed_on_whole(server):
         got = _requests_read(server.url, "iter_content")
         got2 = asyncio.run(_aiohttp_read(server.url, "iter_any", auto_decompress=False))
     assert got == bomb and gzip.decompress(got2) == bomb
-    assert len(_calls(cap)) == 2
+    assert len(cap.llm_responses()) == 2
 
 
 @pytest.mark.parametrize("lib", ["httpx", "httpx2"])
@@ -509,5 +502,5 @@ def test_a_reader_that_breaks_never_reaches_the_caller(server, monkeypatch):
     with capture("verbose", strict=False) as cap:
         assert asyncio.run(_aiohttp_read(server.url, "iter_any")) == RECORDED
         assert _requests_read(server.url, "iter_content") == RECORDED
-    assert [c["outcome"] for c in _calls(cap)] == ["ok", "ok"]  # whole bodies, facts unknown
+    assert [c["outcome"] for c in cap.llm_responses()] == ["ok", "ok"]  # whole bodies, facts unknown
     assert cvdiag.stats()["internal_errors"] >= 2

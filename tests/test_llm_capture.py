@@ -32,13 +32,6 @@ FAST_RETRY = {"retry-after-ms": "5"}
 pytestmark = pytest.mark.usefixtures("llm_capture_on")
 
 
-def _calls(cap) -> list[dict]:
-    """The response envelopes of the LLM calls, checked against the schema on the way."""
-    for env in cap.all():
-        assert problems(env) == [], (env, problems(env))
-    return [e for e in cap.events() if e["boundary"] == "backend.llm.call.response"]
-
-
 def _md(env: dict, *keys: str) -> tuple:
     return tuple(env["metadata"].get(k) for k in keys)
 
@@ -88,7 +81,7 @@ def test_sync_non_streamed_json_read_by_dot_json(server, lib):
     with capture("verbose") as cap, lib.Client() as client:
         got = client.post(server.url + CHAT, json={**BODY, "stream": False}).json()
     assert got == body
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (end["outcome"], *_md(end, "finish_reason", "output_chars", "chunks", "stream", "request_id")) == (
         "ok",
         "length",
@@ -113,7 +106,7 @@ def test_async_stream_read_by_aiter_lines_and_by_aread(server, lib):
     with capture("verbose") as cap:
         lines, content = asyncio.run(run())
     assert content == RECORDED_CHAT and any("Hello" in line for line in lines)
-    assert [_happy(e) for e in _calls(cap)] == [("ok", 200, "stop", 19, 7, 24, 7)] * 2
+    assert [_happy(e) for e in cap.llm_responses()] == [("ok", 200, "stop", 19, 7, 24, 7)] * 2
 
 
 @CLIENT_LIBRARIES
@@ -122,7 +115,7 @@ def test_gzipped_stream_is_read_and_the_caller_gets_the_same_text(server, lib):
     with capture("verbose") as cap, lib.Client() as client:
         response = client.post(server.url + CHAT, json=BODY)
     assert response.headers["content-encoding"] == "gzip" and response.content == RECORDED_CHAT
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert _happy(end) == ("ok", 200, "stop", 19, 7, 24, 7)
 
 
@@ -150,7 +143,7 @@ def test_llm_false_and_the_environment_switch_turn_recognition_off(server, monke
         monkeypatch.setenv("CVDIAG_LLM_CAPTURE", "1")
         instrument_httpx()
         client.post(server.url + CHAT, json=BODY)
-    assert len(_calls(cap)) == 1
+    assert len(cap.llm_responses()) == 1
 
 
 def test_registered_gateway_endpoint_is_recognised(server):
@@ -161,7 +154,7 @@ def test_registered_gateway_endpoint_is_recognised(server):
             client.post(server.url + "/llm/v2/generate", json={"model": "house-model", "stream": True})
     finally:
         clear_llm_endpoints()
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (*_md(end, "provider", "model", "api"), *_happy(end)) == (
         "acme-gateway",
         "house-model",
@@ -192,7 +185,7 @@ def test_openai_sdk_stream_and_non_stream(server):
         stream = client.chat.completions.create(model="gpt-4o-mini", messages=[], stream=True)
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert text == 'Hello, wörld!\n Say "hi".'
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert _happy(end) == ("ok", 200, "stop", 19, 7, 24, 7)
 
 
@@ -207,7 +200,7 @@ def test_openai_sdk_retries_are_each_a_call_with_their_attempt(server):
     with capture("verbose") as cap:
         stream = _openai(server, max_retries=2).chat.completions.create(model="gpt-4o-mini", messages=[], stream=True)
         list(stream)
-    calls = _calls(cap)
+    calls = cap.llm_responses()
     assert [_md(e, "attempt", "http_status", "error_type", "error_class", "retry_after_ms") for e in calls] == [
         (0, 500, "server_error", "HTTPStatusError", 5),
         (1, 500, "server_error", "HTTPStatusError", 5),
@@ -227,7 +220,7 @@ def test_a_client_without_a_retry_count_gets_attempts_counted_until_reset(server
             reset()
         with capture("default") as cap, cvdiag.request_context(test_id="retrying"), httpx.Client() as client:
             client.post(server.url + CHAT, json=BODY)
-        attempts += [_md(e, "attempt") for e in _calls(cap)]
+        attempts += [_md(e, "attempt") for e in cap.llm_responses()]
     assert attempts == [(0,), (1,), (0,), (1,)]
 
 
@@ -237,7 +230,7 @@ def test_rate_limit_429_at_default_tier_writes_the_failed_call_only(server):
     with capture("default") as cap, pytest.raises(openai.RateLimitError):
         _openai(server, max_retries=0).chat.completions.create(model="gpt-4o-mini", messages=[])
     assert cap.boundaries() == ["backend.llm.call.response"]  # promoted; its start stays verbose
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (end["outcome"], *_md(end, "http_status", "error_type", "retry_after_ms", "request_id", "attempt")) == (
         "err",
         429,
@@ -253,7 +246,7 @@ def test_stream_cut_by_the_provider_is_err_with_the_transport_error(server):
     server.plan(CHAT, Reply(pieces=pieces, headers={"content-type": "text/event-stream"}, cut=True))
     with capture("verbose") as cap, pytest.raises(openai.APIConnectionError):
         list(_openai(server, max_retries=0).chat.completions.create(model="gpt-4o-mini", messages=[], stream=True))
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     # The class the transport raised, under the SDK's wrapper: the connection broke mid-body.
     assert (end["outcome"], *_md(end, "error_class", "http_status", "output_chars")) == (
         "err",
@@ -268,7 +261,7 @@ def test_stream_ending_without_its_terminal_event_is_incomplete(server):
     server.plan(CHAT, Reply(pieces=pieces, headers={"content-type": "text/event-stream"}))
     with capture("verbose") as cap:
         list(_openai(server).chat.completions.create(model="gpt-4o-mini", messages=[], stream=True))
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (end["outcome"], *_md(end, "error_class", "finish_reason")) == ("err", "IncompleteStream", None)
 
 
@@ -280,7 +273,7 @@ def test_caller_abandoning_the_stream_is_timeout_cancelled(server):
             if chunk.choices and chunk.choices[0].delta.content:
                 break
         stream.close()
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (end["outcome"], *_md(end, "error_class", "http_status")) == ("timeout", "CancelledError", 200)
     assert end["metadata"]["output_chars"] >= 5
 
@@ -307,7 +300,7 @@ def test_async_openai_stream_cancelled_mid_way_is_timeout(server):
 
     with capture("verbose") as cap:
         asyncio.run(run())
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (end["outcome"], end["metadata"]["error_class"]) == ("timeout", "CancelledError")
 
 
@@ -327,7 +320,7 @@ def test_async_openai_stream_and_responses_api(server):
 
     with capture("verbose") as cap:
         asyncio.run(run())
-    chat, responses = _calls(cap)
+    chat, responses = cap.llm_responses()
     assert _happy(chat) == ("ok", 200, "stop", 19, 7, 24, 7)
     assert (*_happy(responses), responses["metadata"]["api"]) == ("ok", 200, "completed", 11, 3, 8, 9, "responses")
 
@@ -349,7 +342,7 @@ def test_anthropic_sdk_stream_and_overloaded_error(server):
     ):
         text = "".join(stream.text_stream)
     assert text == "Hello!"
-    failed, ok = _calls(cap)
+    failed, ok = cap.llm_responses()
     assert (failed["outcome"], *_md(failed, "provider", "http_status", "error_type", "request_id", "attempt")) == (
         "err",
         "anthropic-compatible",
@@ -375,7 +368,7 @@ def test_inside_llm_call_the_http_exchange_enriches_the_scope(server):
         "backend.llm.call.response",
         "backend.agent.exit",
     ]
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (*_happy(end), *_md(end, "source", "provider", "api", "attempt")) == (
         "ok",
         200,
@@ -414,7 +407,7 @@ def test_gzip_error_body_still_names_the_error(server):
             server.url + "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse", json={"contents": []}
         )
     assert response.json() == json.loads(gzip.decompress(gzip.compress(error)))
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert _md(end, "provider", "model", "api", "stream", "error_type") == (
         "gemini-compatible",
         "gemini-2.0-flash",
@@ -443,7 +436,7 @@ def test_validator_checks_the_llm_keys(server):
     server.plan(CHAT, Reply.sse("openai_chat_stream.sse"))
     with capture("verbose") as cap, httpx2.Client() as client:
         client.post(server.url + CHAT, json=BODY)
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     bad = {**end, "metadata": {**end["metadata"], "attempt": -1, "api": "chat", "http_status": 42, "stream": "yes"}}
     assert problems(bad) == [
         "metadata api is not one of chat.completions, responses, completions, embeddings, messages, "
@@ -470,7 +463,7 @@ def test_anthropic_and_responses_non_streamed_answers(server):
     with capture("verbose") as cap:
         answer = client.messages.create(model="claude-3-5-sonnet-20241022", max_tokens=2, messages=[])
     assert answer.content[0].text == "Bonjour"
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (end["outcome"], *_md(end, "api", "stream", "finish_reason", "prompt_tokens", "output_chars")) == (
         "ok",
         "messages",
@@ -530,7 +523,7 @@ def test_a_secret_in_a_request_id_is_scrubbed_before_it_is_cut(server) -> None:
     server.plan(CHAT, Reply.json(b'{"choices":[]}', headers={"x-request-id": "req_" + "9" * 52 + ";" + key}))
     with capture("verbose") as cap, httpx.Client() as client:
         client.post(server.url + CHAT, json={**BODY, "stream": False})
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert "sk-pr" not in json.dumps(end) and "Zx9Q" not in json.dumps(end)
 
 
@@ -543,7 +536,7 @@ def test_a_token_count_no_64_bit_field_holds_still_writes_the_call(server) -> No
     server.plan(CHAT, Reply.json(json.dumps(body).encode()))
     with capture("verbose") as cap, httpx.Client() as client:
         client.post(server.url + CHAT, json={**BODY, "stream": False}).json()
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (end["outcome"], *_md(end, "prompt_tokens", "completion_tokens", "output_chars")) == ("ok", None, 2, 2)
 
 
@@ -557,7 +550,7 @@ def test_a_stream_read_after_its_llm_call_block_closed_is_a_call_of_its_own(serv
             response = client.send(request, stream=True)
         response.read()
         response.close()
-    ends = _calls(cap)
+    ends = cap.llm_responses()
     assert [(e["outcome"], e["metadata"]["source"]) for e in ends] == [("ok", "scope"), ("ok", "http")]
     assert ends[1]["metadata"]["finish_reason"] == "stop" and ends[1]["metadata"]["output_chars"] > 0
 
@@ -577,5 +570,5 @@ def test_closing_an_error_body_that_stalls_is_quick_and_still_ends_the_call(serv
 
     with capture("verbose") as cap:
         asyncio.run(run())
-    (end,) = _calls(cap)
+    (end,) = cap.llm_responses()
     assert (end["outcome"], *_md(end, "http_status", "error_class")) == ("err", 502, "HTTPStatusError")

@@ -132,6 +132,25 @@ class ExampleServer:
         return [line for line in self.log.read_text(errors="replace").splitlines() if line.startswith("CVDIAG {")]
 
 
+class ServedApp:
+    """An example app under uvicorn (``self.server``): its LLM lines and the CLI's verdict."""
+
+    server: ExampleServer
+
+    def llm_envelopes(self, test_id: str) -> tuple[list[dict], list[dict]]:
+        """This test's envelopes (once its request has ended) and its LLM call responses."""
+        events = self.server.envelopes(test_id)
+        return events, [e for e in events if e["boundary"] == "backend.llm.call.response"]
+
+    def diagnose(self, test_id: str, *extra: str) -> dict:
+        """``cvdiag diagnose TEST_ID --json`` on the server's log, run as a user runs it."""
+        result = _cvdiag_cli("diagnose", test_id, str(self.server.log), "--json", *extra)
+        assert result.returncode == 0, result.stderr
+        (verdict,) = json.loads(result.stdout)
+        assert verdict["test_id"] == test_id
+        return verdict
+
+
 @contextmanager
 def serve_app(app: str, env: dict[str, str], workdir: Path, config: pytest.Config) -> Iterator[ExampleServer]:
     """Run ``app`` (``module:attribute``) under real uvicorn with cvdiag on at the

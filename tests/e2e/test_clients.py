@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx2
 import pytest
-from conftest import REPO, Aimock, ExampleServer, _cvdiag_cli, _unavailable, serve_app
+from conftest import REPO, Aimock, ExampleServer, ServedApp, _unavailable, serve_app
 
 sys.path.insert(0, str(REPO / "tests"))  # the Bedrock stand-in lives beside the unit tests
 from bedrock_stand_in import running as bedrock_stand_in
@@ -49,19 +49,9 @@ CLIENTS = [
 
 
 @dataclass(frozen=True)
-class ClientServer:
+class ClientServer(ServedApp):
     spec: Client
     server: ExampleServer
-
-    def llm_envelopes(self, test_id: str) -> tuple[list[dict], list[dict]]:
-        events = self.server.envelopes(test_id)
-        return events, [e for e in events if e["boundary"] == "backend.llm.call.response"]
-
-    def diagnose(self, test_id: str, *extra: str) -> dict:
-        result = _cvdiag_cli("diagnose", test_id, str(self.server.log), "--json", *extra)
-        assert result.returncode == 0, result.stderr
-        (verdict,) = json.loads(result.stdout)
-        return verdict
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import httpx2
 import pytest
-from conftest import REPO, Aimock, ExampleServer, _cvdiag_cli, _unavailable, serve_app
+from conftest import REPO, Aimock, ExampleServer, ServedApp, _unavailable, serve_app
 
 #: The slow fixture's time to first token (``streamingProfile.ttft``) and the slow
 #: threshold given to the CLI: far enough apart that machine speed does not matter.
@@ -85,21 +85,9 @@ FRAMEWORKS = [
 
 
 @dataclass(frozen=True)
-class FrameworkServer:
+class FrameworkServer(ServedApp):
     framework: Framework
     server: ExampleServer
-
-    def llm_envelopes(self, test_id: str) -> tuple[list[dict], list[dict]]:
-        """This test's envelopes (once its request has ended) and its LLM call responses."""
-        events = self.server.envelopes(test_id)
-        return events, [e for e in events if e["boundary"] == "backend.llm.call.response"]
-
-    def diagnose(self, test_id: str, *extra: str) -> dict:
-        result = _cvdiag_cli("diagnose", test_id, str(self.server.log), "--json", *extra)
-        assert result.returncode == 0, result.stderr
-        (verdict,) = json.loads(result.stdout)
-        assert verdict["test_id"] == test_id
-        return verdict
 
 
 @pytest.fixture(scope="module", params=FRAMEWORKS, ids=lambda f: f.name)
