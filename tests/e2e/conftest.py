@@ -129,7 +129,9 @@ class ExampleServer:
             time.sleep(0.05)
 
     def _lines(self) -> list[str]:
-        return [line for line in self.log.read_text(errors="replace").splitlines() if line.startswith("CVDIAG {")]
+        """Whole lines only: the server may be half-way through writing the last one."""
+        complete = self.log.read_text(errors="replace").split("\n")[:-1]
+        return [line for line in complete if line.startswith("CVDIAG {")]
 
 
 class ServedApp:
