@@ -19,13 +19,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from cvdiag.contract.ids import new_span_id
 from cvdiag.contract.schema import DEFAULT_DEMO, EDGE_HEADERS, ENVELOPE_FIELDS, SCHEMA_VERSION
+from cvdiag.contract.timestamps import wire_ts
 from cvdiag.write import config, emitter
 from cvdiag.write._heartbeat import scheduler
 
@@ -143,7 +143,7 @@ def envelope(boundary: str, *, test_id: str = "t-1", ts: str | None = None, **fi
         "trace_id": test_id,
         "layer": boundary.split(".", 1)[0],
         "boundary": boundary,
-        "ts": ts if ts is not None else datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
+        "ts": ts if ts is not None else wire_ts(time.time_ns()),
         "metadata": {},
         **fields,
     }

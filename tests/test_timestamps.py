@@ -69,7 +69,27 @@ def old_canonical_ts(ts: bytes) -> bytes:
             _VALID_SECONDS.add(second)
         return ts
     t = old_ts_seconds(ts.decode("utf-8", "replace"))
-    return (datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z").encode()
+    # The one change: strftime wrote a year before 1000 without its zeros (``1-09-30T...``,
+    # another shape, out of byte order); now every writer writes it as isoformat does.
+    return old_isoformat_writer(t).encode()
+
+
+def old_isoformat_writer(seconds: float) -> str:
+    """``face/report_data._ms_text``, ``face/_history._stamp``, ``history.record.now`` and
+    ``testing.envelope`` as they were (from ms, seconds or now)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_old_emitter_cache: list[Any] = [-1, ""]
+
+
+def old_utc_timestamp(now_ns: int) -> str:
+    """``write.emitter.utc_timestamp`` as it was."""
+    seconds, rest = divmod(now_ns, 1_000_000_000)
+    if _old_emitter_cache[0] != seconds:
+        _old_emitter_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _old_emitter_cache[0] = seconds
+    return f"{_old_emitter_cache[1]}.{rest // 1_000_000:03d}Z"
 
 
 def old_bytes_seconds(ts: bytes) -> float:
@@ -211,3 +231,52 @@ def test_parse_ts_reads_offsets_and_takes_a_naive_time_as_local() -> None:
     assert timestamps.parse_ts("2026-11-21T10:00:00+01:00") == timestamps.parse_ts("2026-11-21T09:00:00Z")
     naive = datetime(2026, 11, 21, 9, 0, 0)
     assert timestamps.parse_ts("2026-11-21T09:00:00") == naive.timestamp()  # the host's zone
+
+
+# -- the one writer ---------------------------------------------------------------------
+
+_YEAR_1 = int(datetime(1, 1, 1, tzinfo=UTC).timestamp())
+_YEAR_1000 = int(datetime(1000, 1, 1, tzinfo=UTC).timestamp())
+_END = int(datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()) + 1
+#: Nanoseconds since the epoch over all of RFC 3339's years, around now more often.
+_NS = st.one_of(
+    st.integers(_YEAR_1 * 10**9, _END * 10**9 - 1),
+    st.integers(1_700_000_000 * 10**9, 1_900_000_000 * 10**9),
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_NS)
+@example(0)
+@example(-1)  # the last nanosecond before the epoch: 1969-12-31T23:59:59.999Z
+@example(1_795_000_000_999_999_999)  # never rounded up into the next second
+def test_the_one_writer_writes_what_every_old_writer_wrote(ns: int) -> None:
+    text = timestamps.wire_ts(ns)
+    assert text == timestamps.wire_ts(ns)  # the second's text cached, and again
+    ms = ns // 1_000_000
+    exact = (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert text == exact
+    if abs(ms) < 2**33 * 1000:  # report_data wrote whole ms via a float: exact until 2242
+        assert text == old_isoformat_writer(ms / 1000)
+    assert timestamps.wire_ts(ms * 1_000_000) == text
+    if ns >= _YEAR_1000 * 10**9:  # strftime's %Y dropped the zeros of earlier years
+        assert text == old_utc_timestamp(ns)
+    assert len(text) == 24 and timestamps.canonical_ts(text.encode()) == text.encode()
+    assert round(timestamps.parse_ts(text) * 1000) == ms  # it reads back as the very millisecond
+    assert timestamps.order_key(text, 0) == ((ms * 1000) << 64) + (1 << 63)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(_YEAR_1 + 1, _END - 1, allow_nan=False))
+@example(1.9999995)  # a microsecond rounded up carries into the next second
+@example(-0.0000005)
+@example(1795000000.0005)
+def test_the_one_writer_of_a_float_time_writes_what_datetime_wrote(seconds: float) -> None:
+    assert timestamps.wire_ts(timestamps.seconds_ns(seconds)) == old_isoformat_writer(seconds)
+
+
+def test_the_writer_refuses_a_year_rfc_3339_cannot_hold() -> None:
+    with pytest.raises(ValueError, match="year 10000 is out of range"):
+        timestamps.wire_ts(_END * 10**9)
+    with pytest.raises(ValueError, match="year 0 is out of range"):
+        timestamps.wire_ts(_YEAR_1 * 10**9 - 1)

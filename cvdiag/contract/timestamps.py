@@ -1,18 +1,60 @@
-"""Time on the wire: RFC 3339 UTC strings in envelopes, read fast and the same way everywhere.
+"""Time on the wire: RFC 3339 UTC strings in envelopes, written by one function, read fast
+and the same way everywhere, and put in order by one key.
 
-The emitter writes ``YYYY-MM-DDTHH:MM:SS.mmmZ``; a log holds millions of them sharing a
-few thousand whole seconds, so each whole second is parsed once (one cache, shared by
-every reader) and the milliseconds added. Every other form is parsed in full.
+``wire_ts`` writes ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (the emitter, the report, the history);
+a log holds millions of them sharing a few thousand whole seconds, so each whole second
+is parsed once (one cache, shared by every reader) and the milliseconds added. Every
+other form is parsed in full. ``order_key`` is the one place of an envelope in time,
+for every reader that orders envelopes.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+
+
+# -- the one writer -------------------------------------------------------------------
+
+#: (epoch second, its ``YYYY-MM-DDTHH:MM:SS``) last written: one tuple, replaced whole, so
+#: a thread never pairs a second with another's text.
+_written: tuple[int, str] = (-1 << 70, "")
+
+
+def wire_ts(ns: int) -> str:
+    """``ns`` (nanoseconds since the epoch, as ``time.time_ns()``) as the wire's
+    ``YYYY-MM-DDTHH:MM:SS.mmmZ``, the milliseconds cut (never rounded up into the next
+    second). The whole second is written once per second: the emitter calls this per line."""
+    seconds, rest = divmod(ns, 1_000_000_000)
+    written = _written
+    if written[0] != seconds:
+        written = _write_second(seconds)
+    return f"{written[1]}.{rest // 1_000_000:03d}Z"
+
+
+def _write_second(seconds: int) -> tuple[int, str]:
+    global _written
+    t = time.gmtime(seconds)  # ``%04d``: strftime's ``%Y`` drops the zeros of a year before 1000
+    if not 1 <= t.tm_year <= 9999:  # as datetime says it: no RFC 3339 year
+        raise ValueError(f"year {t.tm_year} is out of range")
+    _written = (seconds, f"{t[0]:04d}-{t[1]:02d}-{t[2]:02d}T{t[3]:02d}:{t[4]:02d}:{t[5]:02d}")
+    return _written
+
+
+def seconds_ns(seconds: float) -> int:
+    """Nanoseconds of epoch ``seconds`` rounded to the microsecond as
+    ``datetime.fromtimestamp`` rounds them, for ``wire_ts`` of a float time."""
+    frac, whole = math.modf(seconds)
+    return (int(whole) * 1_000_000 + round(frac * 1e6)) * 1000
+
+
+# -- readers ---------------------------------------------------------------------------
 
 
 def parse_ts(ts: str) -> float:
@@ -85,8 +127,7 @@ def canonical_ts(ts: bytes) -> bytes:
         elif len(_SECONDS) < _MAX_SECONDS:
             _SECONDS[raw_second] = entry  # the same second under its bytes, for the next line
         return ts
-    t = ts_seconds(ts.decode("utf-8", "replace"))
-    return (datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z").encode()
+    return wire_ts(seconds_ns(ts_seconds(ts.decode("utf-8", "replace")))).encode()
 
 
 def bytes_seconds(ts: bytes) -> float:

@@ -13,19 +13,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
+from cvdiag.contract.timestamps import seconds_ns, wire_ts
 from cvdiag.face import _history_views as views
 from cvdiag.face._commands import _json_out, _note, _sources, open_history, when
 from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, USAGE_EXIT, UsageError, exit_code
 from cvdiag.face.render import Out
 from cvdiag.history.queries import DEFAULT_WINDOW
 from cvdiag.history.store import Store, add_to
-
-
-def _stamp(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _asked(args: argparse.Namespace, ask: Callable[[Store], Any]) -> Any:
@@ -50,7 +46,7 @@ def add(args: argparse.Namespace) -> int:
         print("cvdiag: no tests found in the inputs; nothing recorded", file=sys.stderr)
         return NOTHING_EXIT
     info = record.described(record.RunInfo(args.run_id, args.commit, args.branch, args.job_url), os.environ)
-    run, results = record.make_run(info, results, _stamp(args.started) if args.started else None)
+    run, results = record.make_run(info, results, wire_ts(seconds_ns(args.started)) if args.started else None)
     added, where = add_to(open_history(args.db, write=True), run, results)
     summary = {"run_id": run.run_id, "added": added, "tests": run.tests, "failed": run.failed, "db": where}
     if args.json:
@@ -100,7 +96,7 @@ def show(args: argparse.Namespace) -> int:
 def classes(args: argparse.Namespace) -> int:
     from cvdiag.history import queries
 
-    since = _stamp(args.since) if args.since is not None else None
+    since = wire_ts(seconds_ns(args.since)) if args.since is not None else None
     rows = _asked(args, lambda s: queries.classes(s, since, args.by))
     if args.json:
         _json_out(rows)

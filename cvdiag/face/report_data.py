@@ -10,12 +10,12 @@ log. Read side only: no emit-side import, no HTML here.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Collection, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from cvdiag.contract.schema import EDGE_HEADERS, LAYERS
-from cvdiag.contract.timestamps import ts_seconds
+from cvdiag.contract.timestamps import ts_seconds, wire_ts
 from cvdiag.read import correlate
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import COERCED, ENVELOPE, Tally, restored
@@ -79,17 +79,13 @@ class _TestEvents:
         return out
 
 
-def _ms_text(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> tuple[tuple[Any, ...], bytes]:
     """(order key, compact JSON) of one envelope; the page rebuilds the whole envelope."""
     ts_s = ts_seconds(env["ts"])
     ms = round(ts_s * 1000)
     offset: float = ms - t0_ms
     rest: dict[str, Any] = {}
-    if _ms_text(ms) != env["ts"]:  # not the emitters' canonical form: keep it as written
+    if wire_ts(ms * 1_000_000) != env["ts"]:  # not the emitters' canonical form: keep it as written
         offset = round(ts_s * 1000 - t0_ms, 3)
         rest["ts"] = env["ts"]
     tid = env["test_id"]
@@ -233,7 +229,7 @@ def _document(
         )
     return {
         "meta": {
-            "generated": _ms_text(round(datetime.now(UTC).timestamp() * 1000)),
+            "generated": wire_ts(time.time_ns()),
             "sources": names,
             "start": scan.rows[0]["first_ts"] if scan.rows else None,
             "detail": "all" if all_tests else "failed",

@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from cvdiag.contract.timestamps import wire_ts
 from cvdiag.history.store import FIELD_MAX, NAME_MAX, REASON_MAX, URL_MAX, Result, Run, count, number, text
 from cvdiag.read import correlate
 from cvdiag.read.parsing import ENVELOPE, Tally
@@ -252,7 +253,7 @@ def content_run_id(results: Iterable[Result]) -> str:
 
 
 def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return wire_ts(time.time_ns())
 
 
 def make_run(info: RunInfo, results: Sequence[Result], started_at: str | None = None) -> tuple[Run, list[Result]]:

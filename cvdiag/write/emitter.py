@@ -35,6 +35,7 @@ from cvdiag.contract.schema import (
     lookup,
     written_at,
 )
+from cvdiag.contract.timestamps import wire_ts
 from cvdiag.write import config
 from cvdiag.write._caps import render_capped
 from cvdiag.write._writer import Writer
@@ -240,18 +241,6 @@ def _raise_pending() -> None:
 def elapsed_ms(start_ns: int) -> int:
     """Whole milliseconds since ``start_ns`` on the monotonic clock."""
     return (time.monotonic_ns() - start_ns) // 1_000_000
-
-
-_second_cache: list[Any] = [-1, ""]
-
-
-def utc_timestamp(now_ns: int) -> str:
-    """ISO 8601 UTC with milliseconds and ``Z``; the date part is cached per second."""
-    seconds, rest = divmod(now_ns, 1_000_000_000)
-    if _second_cache[0] != seconds:
-        _second_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-        _second_cache[0] = seconds
-    return f"{_second_cache[1]}.{rest // 1_000_000:03d}Z"
 
 
 # --- processors (structlog signature: logger, method_name, event_dict) -------------
@@ -512,7 +501,7 @@ def _emit(
         "boundary": name,
         "slug": slug,
         "demo": demo,
-        "ts": utc_timestamp(now),
+        "ts": wire_ts(now),
         "mono_ns": time.monotonic_ns(),
         "duration_ms": duration_ms if isinstance(duration_ms, int) and not isinstance(duration_ms, bool) else None,
         "outcome": outcome,
