@@ -126,8 +126,12 @@ def test_the_pytest_failure_report_lists_the_tool_calls(pytester: pytest.Pyteste
     out = _failure_report(pytester, log, TID_TOOL)
     assert f"diagnosis: tool-error (0.90) {REASON}" in out
     assert "tool calls: 2 tool calls, 1 failed: forecast (protocol)" in out
-    assert f"  forecast (mcp, server weather) err 240ms protocol: '{TOOL_EXCERPT}'" in out
-    assert "  clock (wire) ok 20ms" in out
+    lines = out.splitlines()
+    at = lines.index("tool calls: 2 tool calls, 1 failed: forecast (protocol)")  # the table ``timeline`` draws
+    assert lines[at + 1].split() == ["tool", "source", "server", "outcome", "duration", "error"]
+    assert lines[at + 2].split() == ["forecast", "mcp", "weather", "err", "240", "ms", "protocol:", "'Unknown", "city:",
+                                     "Atlantis'"]  # fmt: skip
+    assert lines[at + 3].split() == ["clock", "wire", "ok", "20", "ms"]
 
 
 # -- one MCP call seen twice: on its MCP traffic and on the wire's hand-back to the model ------
@@ -177,8 +181,11 @@ def test_the_pytest_failure_report_lists_an_mcp_call_handed_back_once(
 ) -> None:
     out = _failure_report(pytester, twice_log, TID_TWICE)
     assert "tool calls: 1 tool call, 1 failed: lookup_order (protocol)" in out
-    assert f"  lookup_order (mcp+wire, server orders) err 300ms protocol: {MCP_RAISED!r}" in out
-    assert "(wire)" not in out
+    lines = out.splitlines()
+    at = lines.index("tool calls: 1 tool call, 1 failed: lookup_order (protocol)")
+    assert lines[at + 2].split()[:6] == ["lookup_order", "mcp+wire", "orders", "err", "300", "ms"]
+    assert lines[at + 2].rstrip().endswith(f"protocol: {MCP_RAISED!r}")
+    assert lines[at + 3] == ""  # no second row for the hand-back
 
 
 # -- validate: the types of the extension keys ---------------------------------------------

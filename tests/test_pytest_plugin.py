@@ -309,10 +309,10 @@ def test_failed_test_report_names_the_cause_and_shows_the_timeline(pytester: pyt
     (text,) = sections.values()
     assert "diagnosis: llm-error" in text
     assert "ConnectionError" in text
-    rows = [line for line in text.splitlines() if re.match(r"^\s+\+\d+ms ", line)]
-    assert rows[0].split()[1:3] == ["backend", "backend.request.ingress"]
+    rows = [line for line in text.splitlines() if re.match(r"^\s*\+\d+\.\d{3} s ", line)]
+    assert rows[0].split()[2:4] == ["backend", "backend.request.ingress"]
     assert any("backend.llm.call.response" in row and " err " in row for row in rows)
-    assert rows[-1].split()[2] == "backend.response.complete"
+    assert rows[-1].split()[3] == "backend.response.complete"
 
 
 def test_the_section_is_shown_in_the_terminal_report(pytester: pytest.Pytester, inner_app: None) -> None:

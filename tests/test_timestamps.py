@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -280,3 +281,18 @@ def test_the_writer_refuses_a_year_rfc_3339_cannot_hold() -> None:
         timestamps.wire_ts(_END * 10**9)
     with pytest.raises(ValueError, match="year 0 is out of range"):
         timestamps.wire_ts(_YEAR_1 * 10**9 - 1)
+
+
+def test_no_other_module_writes_a_time() -> None:
+    """``wire_ts`` is the one writer: a time written anywhere else (isoformat, strftime,
+    gmtime) would be a second form of the wire time to keep in step."""
+    package = Path(timestamps.__file__).resolve().parents[1]
+    writers = re.compile(r"\.isoformat\(timespec|strftime\(|time\.gmtime\(")
+    found = [
+        f"{path.relative_to(package.parent)}:{n}"
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "timestamps.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if writers.search(line)
+    ]
+    assert found == []

@@ -179,6 +179,12 @@ def order_key(ts: Any, mono: Any) -> int | None:
     return (us << 64) + mono
 
 
+def seconds_key(seconds: float) -> int:
+    """The ``order_key`` of a time known only as epoch seconds (a log line's own time),
+    placed as an envelope of that microsecond with ``mono_ns`` 0."""
+    return (round(seconds * 1_000_000) << 64) + _MONO_OFFSET
+
+
 def key_seconds(key: int) -> float:
     """Epoch seconds of an ``order_key``."""
     # Whole microseconds divided by 10**6: the very float ``datetime.timestamp()`` gives.

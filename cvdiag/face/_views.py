@@ -6,19 +6,25 @@ order and how they give way, styles, cut details), so a look changes in one plac
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from cvdiag.contract.schema import FAILURE_OUTCOMES
-from cvdiag.face.render import DIM, FAIL, OK, WARN, Column, Out, ms, offset, one_utc_date, unique_prefixes
+from cvdiag.face.render import (
+    DIM,
+    FAIL,
+    OK,
+    WARN,
+    Column,
+    Out,
+    ms,
+    offset,
+    one_utc_date,
+    timeline_row,
+    timeline_table,
+    tool_calls_table,
+    unique_prefixes,
+)
 from cvdiag.read import correlate, toolcalls
-from cvdiag.read.jsonout import dumps
-
-#: A gap between two events of a timeline longer than this gets its own row.
-SILENCE_S = 1.0
-_DETAIL_CHARS = 110
-
 
 # -- tests ----------------------------------------------------------------------------
 
@@ -64,73 +70,12 @@ def tests_summary(out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | No
 # -- timeline -------------------------------------------------------------------------
 
 
-def _details(env: dict[str, Any]) -> str:
-    tool = toolcalls.describe(env)
-    if tool is not None:  # the tool, where it ran and how it failed, before any number
-        return _cut(tool)
-    parts = []
-    md = env.get("metadata")
-    for k, v in md.items() if isinstance(md, dict) else ():
-        if v is None:
-            continue
-        parts.append(f"{k}={v if isinstance(v, str | int | float) else dumps(v).decode()}")
-    edges = env.get("edge_headers")
-    for k, v in edges.items() if isinstance(edges, dict) else ():
-        if v is not None:
-            parts.append(f"{k}={v}")
-    return _cut(" ".join(parts))
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
-
-
-def _timeline_rows(entries: list[correlate.Entry]) -> Iterator[tuple[list[Any], str | None]]:
-    if not entries:
-        return
-    start = entries[0].key[0]
-    prev = start
-    for e in entries:
-        gap = e.key[0] - prev
-        if gap > SILENCE_S:
-            yield ["", "", f"··· no event for {gap:.1f} s", "", "", ""], WARN
-        prev = max(prev, e.key[0])
-        yield timeline_row(e, e.key[0] - start)
-
-
-def timeline_row(e: correlate.Entry, since: float) -> tuple[list[Any], str | None]:
-    """One timeline entry's cells (``since``: seconds after the first entry) and its style."""
-    if e.kind == "envelope":
-        env = e.data
-        failed = env.get("outcome") in FAILURE_OUTCOMES
-        cells = [offset(since), env.get("layer"), env.get("boundary"), env.get("outcome"), ms(env.get("duration_ms"))]
-        return [*cells, _details(env)], FAIL if failed else None
-    if e.kind == "breadcrumb":
-        b = e.data
-        rest = " ".join(f"{k}={v}" for k, v in b.items() if k not in ("component", "boundary", "status", "test_id"))
-        status = b.get("status", "")
-        cells = [offset(since), b.get("component", "legacy"), f"breadcrumb {b.get('boundary', '')}", status, ""]
-        return [*cells, rest[:_DETAIL_CHARS]], FAIL if status in ("miss", "error") else DIM
-    text = e.data if len(e.data) <= _DETAIL_CHARS else e.data[: _DETAIL_CHARS - 1] + "…"
-    return [offset(since), "log", os.path.basename(e.source), "", "", text], DIM
-
-
 def followed_line(out: Out, env: dict[str, Any], source: str) -> None:
     """An envelope that ``--follow`` saw appended: one timeline row, its time in full."""
-    row, style = timeline_row(correlate.Entry((0.0, 0, 0), "envelope", env, source), 0.0)
+    row, style = timeline_row(correlate.Entry(0, 0, "envelope", env, source), 0.0)
     row[0] = env["ts"]
     out.line("  ".join(str(c) for c in row if c), style)
     out.stream.flush()
-
-
-_TIMELINE_COLUMNS = [
-    Column("t", right=True, keep=True, rank=1),
-    Column("layer", rank=4),
-    Column("boundary", keep=True),
-    Column("outcome", keep=True, rank=0),
-    Column("duration", right=True, keep=True, rank=2),
-    Column("details", keep=True, rank=3, min_width=12),
-]
 
 
 def timeline(out: Out, tl: correlate.Timeline, d: Any) -> None:
@@ -142,33 +87,8 @@ def timeline(out: Out, tl: correlate.Timeline, d: Any) -> None:
     if d is not None:
         out.line(f"verdict: {d.cls} (confidence {d.confidence:.2f})", OK if d.cls == "ok" else FAIL)
         out.prose(d.reason, indent="  ")
-    tool_calls(out, toolcalls.tool_calls(envs))
-    rows = list(_timeline_rows(tl.entries))
-    if rows:
-        out.table(_TIMELINE_COLUMNS, [r for r, _ in rows], [s for _, s in rows])
-
-
-_TOOL_COLUMNS = [
-    Column("tool", keep=True, min_width=8),
-    Column("source", rank=2),
-    Column("server", rank=3),
-    Column("outcome", keep=True),
-    Column("duration", right=True, rank=1),
-    Column("error", keep=True, min_width=12),
-]
-
-
-def tool_calls(out: Out, calls: list[toolcalls.ToolCall]) -> None:
-    """A test's tool calls, failed first: what ran where, how it ended, the error's excerpt."""
-    if not calls:
-        return
-    out.line(f"tool calls: {toolcalls.summary(calls)}", FAIL if any(c.failed for c in calls) else None)
-    shown = sorted(calls, key=lambda c: not c.failed)[: toolcalls.MAX_SHOWN]
-    rows = [[c.name, c.seen_on or "", c.server or "", c.outcome, ms(c.duration_ms), c.failure()] for c in shown]
-    out.table(_TOOL_COLUMNS, rows, [FAIL if c.failed else None for c in shown])
-    if len(calls) > len(shown):
-        out.line(f"... {len(calls) - len(shown)} more tool calls", DIM)
-    out.line()
+    tool_calls_table(out, toolcalls.tool_calls(envs))
+    timeline_table(out, tl.entries)
 
 
 def timeline_json(tl: correlate.Timeline, d: Any, with_logs: bool) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""Human output: rich tables and colour on a terminal, plain aligned text otherwise.
+"""Human output: rich tables and colour on a terminal, plain aligned text otherwise, and
+the one look of a test's tool calls and timeline (``tool_calls_table``, ``timeline_table``)
+that every face draws.
 
 ``rich`` is imported only when something is drawn in colour, so that piped runs and
 ``--json`` start fast. Plain output never contains an escape code.
@@ -9,9 +11,14 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
+
+from cvdiag.contract.schema import FAILURE_OUTCOMES
+from cvdiag.read import toolcalls
+from cvdiag.read.jsonout import dumps
+from cvdiag.read.timeline import Entry
 
 #: Style names per cell meaning; rich understands them, plain output ignores them.
 FAIL = "bold red"
@@ -162,10 +169,12 @@ class Out:
     as markup: log content is shown, not obeyed.
     """
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, plain: bool = False) -> None:
+        """``plain``: text for a report or a file, as a pipe gets it (no colour, no width
+        limit), whatever the terminal."""
         self.stream = stream or sys.stdout
-        self.color = use_color(self.stream)
-        self.width = terminal_width(self.stream)
+        self.color = not plain and use_color(self.stream)
+        self.width = None if plain else terminal_width(self.stream)
         self._console: Any = None
 
     def console(self) -> Any:
@@ -293,3 +302,108 @@ def ms(value: Any) -> str:
 def offset(seconds: float) -> str:
     """Time since the first event: ``+0.000 s``."""
     return f"+{seconds:.3f} s"
+
+
+# -- the timeline ----------------------------------------------------------------------
+# One look for a test's events wherever they are shown: ``cvdiag timeline``, ``diagnose``,
+# ``--follow`` and the pytest failure report draw the entries ``read.timeline`` orders.
+
+#: A gap between two events of a timeline longer than this gets its own row.
+SILENCE_S = 1.0
+_DETAIL_CHARS = 110
+
+
+def _details(env: dict[str, Any]) -> str:
+    tool = toolcalls.describe(env)
+    if tool is not None:  # the tool, where it ran and how it failed, before any number
+        return _cut(tool)
+    parts = []
+    md = env.get("metadata")
+    for k, v in md.items() if isinstance(md, dict) else ():
+        if v is None:
+            continue
+        parts.append(f"{k}={v if isinstance(v, str | int | float) else dumps(v).decode()}")
+    edges = env.get("edge_headers")
+    for k, v in edges.items() if isinstance(edges, dict) else ():
+        if v is not None:
+            parts.append(f"{k}={v}")
+    return _cut(" ".join(parts))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
+
+
+def _timeline_rows(entries: Sequence[Entry]) -> Iterator[tuple[list[Any], str | None]]:
+    if not entries:
+        return
+    start = entries[0].seconds
+    prev = start
+    for e in entries:
+        t = e.seconds
+        gap = t - prev
+        if gap > SILENCE_S:
+            yield ["", "", f"··· no event for {gap:.1f} s", "", "", ""], WARN
+        prev = max(prev, t)
+        yield timeline_row(e, t - start)
+
+
+def timeline_row(e: Entry, since: float) -> tuple[list[Any], str | None]:
+    """One timeline entry's cells (``since``: seconds after the first entry) and its style."""
+    if e.kind == "envelope":
+        env = e.data
+        failed = env.get("outcome") in FAILURE_OUTCOMES
+        cells = [offset(since), env.get("layer"), env.get("boundary"), env.get("outcome"), ms(env.get("duration_ms"))]
+        return [*cells, _details(env)], FAIL if failed else None
+    if e.kind == "breadcrumb":
+        b = e.data
+        rest = " ".join(f"{k}={v}" for k, v in b.items() if k not in ("component", "boundary", "status", "test_id"))
+        status = b.get("status", "")
+        cells = [offset(since), b.get("component", "legacy"), f"breadcrumb {b.get('boundary', '')}", status, ""]
+        return [*cells, rest[:_DETAIL_CHARS]], FAIL if status in ("miss", "error") else DIM
+    text = e.data if len(e.data) <= _DETAIL_CHARS else e.data[: _DETAIL_CHARS - 1] + "…"
+    return [offset(since), "log", os.path.basename(e.source), "", "", text], DIM
+
+
+_TIMELINE_COLUMNS = [
+    Column("t", right=True, keep=True, rank=1),
+    Column("layer", rank=4),
+    Column("boundary", keep=True),
+    Column("outcome", keep=True, rank=0),
+    Column("duration", right=True, keep=True, rank=2),
+    Column("details", keep=True, rank=3, min_width=12),
+]
+
+
+def timeline_table(out: Out, entries: Sequence[Entry], max_rows: int | None = None) -> None:
+    """A test's entries (in time order) as the timeline table, silences as rows of their
+    own; past ``max_rows`` entries the rest is counted in a last line."""
+    shown = entries if max_rows is None else entries[:max_rows]
+    rows = list(_timeline_rows(shown))
+    if rows:
+        out.table(_TIMELINE_COLUMNS, [r for r, _ in rows], [s for _, s in rows])
+    if len(entries) > len(shown):
+        out.line(f"... {len(entries) - len(shown)} more events", DIM)
+
+
+_TOOL_COLUMNS = [
+    Column("tool", keep=True, min_width=8),
+    Column("source", rank=2),
+    Column("server", rank=3),
+    Column("outcome", keep=True),
+    Column("duration", right=True, rank=1),
+    Column("error", keep=True, min_width=12),
+]
+
+
+def tool_calls_table(out: Out, calls: Sequence[toolcalls.ToolCall]) -> None:
+    """A test's tool calls, failed first: what ran where, how it ended, the error's excerpt."""
+    if not calls:
+        return
+    out.line(f"tool calls: {toolcalls.summary(calls)}", FAIL if any(c.failed for c in calls) else None)
+    shown = sorted(calls, key=lambda c: not c.failed)[: toolcalls.MAX_SHOWN]
+    rows = [[c.name, c.seen_on or "", c.server or "", c.outcome, ms(c.duration_ms), c.failure()] for c in shown]
+    out.table(_TOOL_COLUMNS, rows, [FAIL if c.failed else None for c in shown])
+    if len(calls) > len(shown):
+        out.line(f"... {len(calls) - len(shown)} more tool calls", DIM)
+    out.line()

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from cvdiag.contract.schema import EDGE_HEADERS, LAYERS
-from cvdiag.contract.timestamps import ts_seconds, wire_ts
+from cvdiag.contract.timestamps import order_key, ts_seconds, wire_ts
 from cvdiag.read import correlate
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import COERCED, ENVELOPE, Tally, restored
@@ -110,9 +110,8 @@ def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> 
     dur = env.get("duration_ms")
     row = [offset, strings(env["layer"]), strings(env["boundary"]), strings(env["outcome"]), dur]
     row += [env.get("metadata", {}), rest or 0]
-    mono = env.get("mono_ns")
     ident = correlate.identity(env)  # a span_id may be null beside strings: sorted first, never compared to them
-    key = (ts_s, mono if isinstance(mono, int) else 0, ident[0] is not None, *("" if v is None else v for v in ident))
+    key = (order_key(env["ts"], env.get("mono_ns")), ident[0] is not None, *("" if v is None else v for v in ident))
     return key, dumps(row)
 
 

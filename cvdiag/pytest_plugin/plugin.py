@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import io
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -24,11 +25,11 @@ import pytest
 
 from cvdiag.contract.ids import new_test_id
 from cvdiag.contract.schema import TEST_ID_HEADER, is_accounting
-from cvdiag.contract.timestamps import parse_ts
 from cvdiag.diagnosis import diagnose
-from cvdiag.face.render import printable
+from cvdiag.face.render import Out, timeline_table, tool_calls_table
 from cvdiag.read import correlate, toolcalls
 from cvdiag.read.sources import InputError, resolve_sources
+from cvdiag.read.timeline import Entry, envelope_entry, ordered
 from cvdiag.testing import capture
 from cvdiag.write import config as _config
 from cvdiag.write import emitter as _emitter
@@ -43,9 +44,6 @@ TEST_ENV_LABEL = "test"
 DEFAULT_TEST_TIER = "debug"
 #: A report section lists at most this many timeline rows (the rest is counted).
 TIMELINE_MAX_ROWS = 200
-#: ... and at most this many tool calls, the failed ones first.
-TOOL_CALLS_MAX_ROWS = 10
-_METADATA_TEXT_MAX = 120
 
 _INSTALLED = pytest.StashKey[bool]()
 _LOGS = pytest.StashKey[list[str]]()
@@ -455,102 +453,47 @@ def cvdiag_events(request: pytest.FixtureRequest) -> CvdiagEvents:
 # --- the failure report ----------------------------------------------------------------
 
 
-def _log_entries(paths: Sequence[str], test_id: str) -> tuple[list[dict[str, Any]], list[str], float | None]:
-    """Envelopes and breadcrumbs of ``test_id`` in the named logs, notes on what could not
-    be read, and the time the logs end (it dates an LLM call that never answered)."""
+def _log_entries(paths: Sequence[str], test_id: str) -> tuple[list[Entry], list[str], float | None]:
+    """Timeline entries (envelopes and breadcrumbs) of ``test_id`` in the named logs, notes
+    on what could not be read, and the time the logs end (it dates an LLM call that never
+    answered)."""
     notes = [f"{p}: no such file (yet)" for p in paths if not os.path.exists(p)]
     try:
         found = correlate.timeline(resolve_sources([p for p in paths if os.path.exists(p)]), test_id)
     except (InputError, OSError) as exc:
         return [], [*notes, f"could not read the logs: {exc}"], None
-    entries = []
-    if found.test_id == test_id:
-        for entry in found.entries:
-            if entry.kind == "envelope":
-                entries.append({**entry.data, "_source": entry.source})
-            elif entry.kind == "breadcrumb":
-                entries.append({**entry.data, "_source": entry.source, "_breadcrumb": True})
     if (note := found.tally.note()) is not None:
         notes.append(note)
-    return entries, notes, found.log_end
-
-
-def _order_key(entry: dict[str, Any]) -> tuple[float, int]:
-    try:
-        ts = parse_ts(str(entry.get("ts")))
-    except (TypeError, ValueError):
-        ts = float("inf")
-    mono = entry.get("mono_ns")
-    return ts, mono if isinstance(mono, int) else 0
-
-
-def _metadata_text(metadata: Any) -> str:
-    if not isinstance(metadata, dict):
-        return ""
-    parts = [f"{k}={v}" for k, v in metadata.items() if v is not None and v != ""]
-    text = " ".join(parts)
-    return text if len(text) <= _METADATA_TEXT_MAX else text[: _METADATA_TEXT_MAX - 3] + "..."
-
-
-def _timeline(entries: list[dict[str, Any]]) -> list[str]:
-    """One row per event: offset from the first, layer, boundary, outcome, duration, metadata."""
-    entries = sorted(entries, key=_order_key)
-    first = _order_key(entries[0])[0] if entries else 0.0
-    rows = []
-    for entry in entries[:TIMELINE_MAX_ROWS]:
-        ts = _order_key(entry)[0]
-        offset = "?" if ts == float("inf") else f"+{(ts - first) * 1000:.0f}ms"
-        if entry.get("_breadcrumb"):
-            what = f"breadcrumb {entry.get('component', '?')} {entry.get('boundary', '?')} status={entry.get('status')}"
-            rows.append(f"{offset:>10}  {what}")
-            continue
-        duration = entry.get("duration_ms")
-        rows.append(
-            f"{offset:>10}  {entry.get('layer', '?'):<8} {entry.get('boundary', '?'):<28} "
-            f"{entry.get('outcome', '?'):<7} {'' if duration is None else f'{duration}ms':>7}  "
-            f"{_metadata_text(entry.get('metadata'))}".rstrip()
-        )
-    if len(entries) > TIMELINE_MAX_ROWS:
-        rows.append(f"... {len(entries) - TIMELINE_MAX_ROWS} more events")
-    return rows
-
-
-def _tool_lines(envelopes: list[dict[str, Any]]) -> list[str]:
-    """``tool calls: 2 tool calls, 1 failed: forecast (protocol)`` and a line per call,
-    failed first: the tool, where it ran, how it ended, its error's excerpt."""
-    calls = toolcalls.tool_calls(sorted(envelopes, key=_order_key))
-    if not calls:
-        return []
-    lines = [f"tool calls: {toolcalls.summary(calls)}"]
-    for call in sorted(calls, key=lambda c: not c.failed)[:TOOL_CALLS_MAX_ROWS]:
-        took = f" {call.duration_ms:.0f}ms" if call.duration_ms is not None else ""
-        failure = call.failure()
-        lines.append(f"  {call.label()} {call.outcome}{took}" + (f" {failure}" if failure else ""))
-    if len(calls) > TOOL_CALLS_MAX_ROWS:
-        lines.append(f"  ... {len(calls) - TOOL_CALLS_MAX_ROWS} more tool calls")
-    return lines
+    return (found.entries if found.test_id == test_id else []), notes, found.log_end
 
 
 def _failure_section(config: pytest.Config, state: _TestState) -> str:
+    """The test's id, diagnosis, tool calls and timeline: the tables ``cvdiag timeline``
+    draws, from the in-process envelopes and the ``--cvdiag-log`` files."""
     in_process: list[dict[str, Any]] = []
     if state.envelopes is not None:
         _emitter.flush()
         in_process = _of_test(state.envelopes, state.test_id)
     logs = config.stash.get(_LOGS, [])
     from_logs, notes, log_end = _log_entries(logs, state.test_id) if logs else ([], [], None)
-    envelopes = in_process + [e for e in from_logs if not e.get("_breadcrumb")]
-    lines = [f"test id: {state.test_id}"]
+    # In-process first on a tie (their seq is below the logs'); one also read from a log is kept once.
+    mine = [envelope_entry(env, "in-process", i - len(in_process)) for i, env in enumerate(in_process)]
+    entries = ordered([*mine, *from_logs])
+    envelopes = [e.data for e in entries if e.kind == "envelope"]
+    text = io.StringIO()
+    out = Out(text, plain=True)
+    out.line(f"test id: {state.test_id}")
     if envelopes:
         verdict = diagnose(envelopes, log_end=log_end)
-        lines.append(f"diagnosis: {verdict.cls} ({verdict.confidence:.2f}) {verdict.reason}")
+        out.line(f"diagnosis: {verdict.cls} ({verdict.confidence:.2f}) {verdict.reason}")
         state.verdict = state.verdict or (verdict.cls, verdict.reason)
     else:
         where = "in-process" + (f" or in {', '.join(logs)}" if logs else "")
-        lines.append(f"diagnosis: none (no envelope with this id {where})")
+        out.line(f"diagnosis: none (no envelope with this id {where})")
         state.verdict = state.verdict or ("none", f"no envelope with this id {where}")
-    lines.extend(_tool_lines(envelopes))
-    sources = ["in-process", *logs]
-    lines.append(f"timeline ({len(in_process) + len(from_logs)} events from {', '.join(sources)}):")
-    lines.extend(_timeline(in_process + from_logs))
-    lines.extend(f"note: {n}" for n in notes)
-    return "\n".join(printable(line) for line in lines)  # log content is shown, never obeyed
+    tool_calls_table(out, toolcalls.tool_calls(envelopes))
+    out.line(f"timeline ({len(entries)} events from {', '.join(['in-process', *logs])}):")
+    timeline_table(out, entries, TIMELINE_MAX_ROWS)
+    for note in notes:
+        out.line(f"note: {note}")
+    return text.getvalue().rstrip("\n")  # log content is shown escaped, never obeyed

@@ -9,19 +9,18 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 
-from cvdiag.contract.timestamps import ts_seconds
+from cvdiag.contract.timestamps import order_key
 from cvdiag.read import parsing, scan
 from cvdiag.read.parsing import ENVELOPE, Tally
 from cvdiag.read.scan import Hit
 from cvdiag.read.sources import Source
-from cvdiag.read.timeline import mono_ns
 
 # More inputs than this are read one after another: a merge holds every one of them open.
 _MAX_MERGED = 64
 
 
 def merged(sources: list[Source], tally: Tally, markers: tuple[bytes, ...] = parsing.MARKERS) -> Iterator[Hit]:
-    """Envelope hits of all ``sources``, merged by (ts, mono_ns)."""
+    """Envelope hits of all ``sources``, merged by their order key (ts, then mono_ns)."""
     if len(sources) == 1 or len(sources) > _MAX_MERGED:
         # One input needs no merge; very many are read in name order (a directory of rotated logs).
         yield from (h for h in scan.hits_in(sources, tally, markers=markers) if h.kind == ENVELOPE)
@@ -31,11 +30,10 @@ def merged(sources: list[Source], tally: Tally, markers: tuple[bytes, ...] = par
         yield hit
 
 
-def _timed(hits: Iterator[Hit]) -> Iterator[tuple[tuple[float, int], Hit]]:
-    """The envelope hits of one input with their (ts, mono_ns) key."""
+def _timed(hits: Iterator[Hit]) -> Iterator[tuple[int, Hit]]:
+    """The envelope hits of one input with their order key."""
     for hit in hits:
         if hit.kind == ENVELOPE:
-            try:
-                yield (ts_seconds(hit.value["ts"]), mono_ns(hit.value)), hit
-            except ValueError:
-                continue
+            key = order_key(hit.value["ts"], hit.value.get("mono_ns"))
+            if key is not None:
+                yield key, hit

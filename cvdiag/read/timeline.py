@@ -1,15 +1,18 @@
 """One test's timeline: its envelopes, legacy breadcrumbs and (optionally) app log lines, in time order.
 
-Only lines holding the test id's bytes are parsed (a plain ``find``), so looking one test
-up in a big log costs little more than ``grep -F``.
+The one timeline model: ``cvdiag timeline``, ``diagnose``, ``--follow`` and the pytest
+failure report all build it here and draw it with ``face.render.timeline_table``. Entries
+are ordered by the one order key (``contract.timestamps.order_key``), lines read earlier
+first on a tie. Only lines holding the test id's bytes are parsed (a plain ``find``), so
+looking one test up in a big log costs little more than ``grep -F``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from cvdiag.contract.timestamps import line_ts, ts_seconds
+from cvdiag.contract.timestamps import key_seconds, line_ts, order_key, seconds_key
 from cvdiag.read import parsing, scan
 from cvdiag.read._kept import Kept
 from cvdiag.read.jsonout import dumps
@@ -20,13 +23,32 @@ from cvdiag.read.sources import Source
 class Entry:
     """One row of a timeline: an envelope, a legacy breadcrumb, or an app log line."""
 
-    __slots__ = ("data", "key", "kind", "source")
+    __slots__ = ("data", "key", "kind", "seq", "source")
 
-    def __init__(self, key: tuple[float, int, int], kind: str, data: Any, source: str) -> None:
-        self.key = key
+    def __init__(self, key: int, seq: int, kind: str, data: Any, source: str) -> None:
+        self.key = key  # ``order_key``: (ts, mono_ns) in one int
+        self.seq = seq  # the order it was read in, which breaks a tie
         self.kind = kind  # "envelope" | "breadcrumb" | "log"
         self.data = data  # envelope dict, breadcrumb dict, or the log line's text
         self.source = source
+
+    @property
+    def seconds(self) -> float:
+        """Its time, epoch seconds."""
+        return key_seconds(self.key)
+
+
+def envelope_entry(env: dict[str, Any], source: str, seq: int, previous: int = 0) -> Entry:
+    """An envelope's entry; one with no time takes ``previous``'s place."""
+    key = order_key(env.get("ts"), env.get("mono_ns"))
+    return Entry(previous if key is None else key, seq, "envelope", env, source)
+
+
+def ordered(entries: Iterable[Entry]) -> list[Entry]:
+    """``entries`` in time order, an envelope read twice (two sinks, or in-process and a log) kept once."""
+    out = _unique(entries)
+    out.sort(key=lambda e: (e.key, e.seq))
+    return out
 
 
 class Timeline:
@@ -65,7 +87,7 @@ def timeline(sources: list[Source], prefix: str, *, with_logs: bool = False) -> 
                 kept = found[tid] = Kept()
             kept.add(entry)
         elif with_logs:  # another test's line that mentions this id: still a log line
-            logs.add(Entry(entry.key, "log", dumps(entry.data).decode(), entry.source))
+            logs.add(Entry(entry.key, entry.seq, "log", dumps(entry.data).decode(), entry.source))
     log_end = max(ends) if ends else None
     ids = sorted(found)
     if prefix in found:
@@ -73,9 +95,7 @@ def timeline(sources: list[Source], prefix: str, *, with_logs: bool = False) -> 
     tl = Timeline(ids[0] if len(ids) == 1 else None, candidates=ids, tally=tally, log_end=log_end)
     if tl.test_id is not None:
         tally.trimmed = found[tl.test_id].dropped + logs.dropped
-        entries = _unique(found[tl.test_id].entries()) + logs.entries()
-        entries.sort(key=lambda e: e.key)
-        tl.entries = entries
+        tl.entries = ordered([*found[tl.test_id].entries(), *logs.entries()])
     return tl
 
 
@@ -88,7 +108,7 @@ def entries_for(
     """
     seq = 0
     for src in sources:
-        key = (0.0, 0, 0)
+        key = _EPOCH_KEY
         for buf in src.blocks():
             if ends is not None:
                 t = scan.tail_ts(buf)
@@ -104,34 +124,33 @@ def entries_for(
                 seq += 1
                 if kind == ENVELOPE:
                     tally.seen(value, lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}")
-                    key = (ts_seconds(value["ts"]), mono_ns(value), seq)
-                    yield value["test_id"], Entry(key, "envelope", value, src.name)
+                    entry = envelope_entry(value, src.name, seq, key)
+                    key = entry.key
+                    yield value["test_id"], entry
                 elif kind == BREADCRUMB:
-                    key = _placed(raw, key, seq)
-                    yield value["test_id"], Entry(key, "breadcrumb", value, src.name)
+                    key = _placed(raw, key)
+                    yield value["test_id"], Entry(key, seq, "breadcrumb", value, src.name)
                 elif kind == MALFORMED:
                     tally.add(lambda c=counter, s=src, o=ls: f"{s.name}:{c.at(o)}", value)
                 elif kind == NOTHING and with_logs:
                     text, _ = parsing.unwrap(raw)
-                    key = _placed(raw, key, seq)
-                    yield "", Entry(key, "log", text.decode("utf-8", "replace"), src.name)
+                    key = _placed(raw, key)
+                    yield "", Entry(key, seq, "log", text.decode("utf-8", "replace"), src.name)
 
 
-def mono_ns(env: dict[str, Any]) -> int:
-    """The envelope's ``mono_ns``, 0 when it is missing or not an integer (it only breaks ties)."""
-    mono = env.get("mono_ns")
-    return mono if isinstance(mono, int) and not isinstance(mono, bool) else 0
+_EPOCH_KEY = seconds_key(0.0)  # lines before any time sort first
 
 
-def _placed(raw: bytes, previous: tuple[float, int, int], seq: int) -> tuple[float, int, int]:
-    """A line's place by the time it shows (its wrapper's, else the first in its text)."""
+def _placed(raw: bytes, previous: int) -> int:
+    """A line's order key by the time it shows (its wrapper's, else the first in its text),
+    else ``previous``'s."""
     text, wrapper_ts = parsing.unwrap(raw)
     t = None
     if wrapper_ts:
         t = line_ts(wrapper_ts)
     if t is None:
         t = line_ts(text[:200].decode("utf-8", "replace"))
-    return (t, 0, seq) if t is not None else (previous[0], previous[1], seq)
+    return seconds_key(t) if t is not None else previous
 
 
 def identity(env: dict[str, Any]) -> tuple[Any, ...]:
@@ -139,7 +158,7 @@ def identity(env: dict[str, Any]) -> tuple[Any, ...]:
     return (env.get("span_id"), env["boundary"], env["ts"], str(env.get("mono_ns")))
 
 
-def _unique(entries: list[Entry]) -> list[Entry]:
+def _unique(entries: Iterable[Entry]) -> list[Entry]:
     """Drops repeats of one envelope, as when stdout and the file sink are both given."""
     seen: set[tuple[Any, ...]] = set()
     out = []
