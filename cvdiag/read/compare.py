@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cvdiag.contract.schema import FAILURE_OUTCOMES
-from cvdiag.contract.timestamps import parse_ts
+from cvdiag.contract.timestamps import order_key, parse_ts
 from cvdiag.read.toolcalls import ToolCall, is_tool_line, tool_calls
 
 #: A time difference counts when the longer side is at least this long (ms) ...
@@ -196,10 +196,10 @@ def _seconds(env: Mapping[str, Any]) -> float:
         return float("nan")
 
 
-def _order(env: Mapping[str, Any]) -> tuple[float, int]:
-    t = _seconds(env)
-    mono = env.get("mono_ns")
-    return (float("inf") if t != t else t, mono if isinstance(mono, int) else 0)
+def _order(env: Mapping[str, Any]) -> tuple[bool, int]:
+    """The one order key (``order_key``); an envelope without a time goes last."""
+    key = order_key(env.get("ts"), env.get("mono_ns"))
+    return (key is None, key or 0)
 
 
 def _in_order(envelopes: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
