@@ -25,7 +25,8 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest(*_QUIET, *args)
 
 
-_APP = """
+#: A Starlette app under the middleware: /stream answers, /broken fails its LLM call, /echo echoes.
+INNER_APP = """
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, StreamingResponse
@@ -69,7 +70,7 @@ app = Starlette(
 
 @pytest.fixture
 def inner_app(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(inner_app=_APP)
+    pytester.makepyfile(inner_app=INNER_APP)
 
 
 def _sections(reprec, when: str | None = None) -> dict[str, str]:

@@ -13,49 +13,22 @@ import re
 
 import pytest
 from cvdiag_cli import run
+from test_pytest_plugin import INNER_APP
 
 pytest_plugins = ["pytester"]
-
-_APP = """
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-
-import cvdiag
-
-
-async def answer(request):
-    async with cvdiag.agent_scope("support-agent", model_id="gpt-4o-mini"):
-        try:
-            async with cvdiag.llm_call("openai", "gpt-4o-mini"):
-                raise ConnectionError("provider down")
-        except ConnectionError:
-            return JSONResponse({"error": "the model provider failed"}, status_code=502)
-
-
-async def health(request):
-    return JSONResponse({"ok": True})
-
-
-app = Starlette(
-    routes=[Route("/answer", answer), Route("/health", health)],
-    middleware=[Middleware(cvdiag.CvdiagMiddleware, slug="support")],
-)
-"""
 
 _TEST = """
 import time
 
 from starlette.testclient import TestClient
-from support_app import app
+from inner_app import app
 
 
 def test_the_agent_answers():
     with TestClient(app) as client:
-        assert client.get("/health").status_code == 200
+        assert client.get("/echo").status_code == 200
         time.sleep(1.2)  # a silence the timeline shows as a row of its own
-        assert client.get("/answer").status_code == 200
+        assert client.get("/broken").status_code == 200
 """
 
 _HEADER = re.compile(r"^\s*t\s+layer\s+boundary\s+outcome\s+duration\s+details$")
@@ -77,7 +50,7 @@ def test_the_pytest_report_shows_the_rows_cvdiag_timeline_shows(
 ) -> None:
     log = pytester.path / "server.log"
     monkeypatch.setenv("CVDIAG_FILE", str(log))  # the app's emitter writes the server's log too
-    pytester.makepyfile(support_app=_APP, test_support=_TEST)
+    pytester.makepyfile(inner_app=INNER_APP, test_support=_TEST)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:randomly", f"--cvdiag-log={log}", "-q"
     )  # fmt: skip
