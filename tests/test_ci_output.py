@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from cvdiag_cli import run
 from logkit import TID_ABORT, TID_ERROR, TID_HARNESS, TID_OK, aborted, compact, errored, every_shape, happy, write
-from test_pytest_plugin import _APP, _QUIET
+from pytestkit import INNER
+from test_pytest_plugin import _APP
 
 pytest_plugins = ["pytester"]
 
@@ -46,7 +47,7 @@ def test_junit_xml_carries_class_reason_and_test_id_of_every_failed_test(pyteste
         """
     )
     xml_path = pytester.path / "junit.xml"
-    result = pytester.runpytest(*_QUIET, f"--junitxml={xml_path}")
+    result = pytester.runpytest(*INNER, f"--junitxml={xml_path}")
     result.assert_outcomes(passed=2, failed=1, errors=1)
     cases = {c.get("name"): c for c in ET.parse(xml_path).getroot().iter("testcase")}
     failed = _properties(cases["test_chat_answers"])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from cvdiag_cli import on_a_terminal, run
 from logkit import compact, errored, happy, write
+from pytestkit import INNER
 
 pytest_plugins = ["pytester"]
 
@@ -125,7 +126,7 @@ def test_the_pytest_failure_section_escapes_log_content(pytester: pytest.Pyteste
             raise AssertionError("failed")
         """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*INNER)
     result.assert_outcomes(failed=1)
     section = result.stdout.str().split(" cvdiag ", 1)[1]
     assert "agent_name=agent\\x1b]0;title\\x07[bold]x" in section

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from cvdiag_cli import run
 from logkit import TID_OK, TID_TOOL, TID_TOOL_OK, TOOL_EXCERPT, compact, envelope, happy, tool_failure, write
+from pytestkit import INNER
 
 pytest_plugins = ["pytester"]
 
@@ -117,7 +118,7 @@ def _failure_report(pytester: pytest.Pytester, log: Path, test_id: str) -> str:
         plugin.new_test_id = lambda: {test_id!r}
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result = pytester.runpytest_subprocess(*INNER, "-q")
     result.assert_outcomes(failed=1)
     return result.stdout.str()
 

@@ -7,7 +7,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ from cvdiag.history import record
 
 FLAKY = "tests/test_chat.py::test_flaky"
 NEW = "tests/test_chat.py::test_new"
+pytest_plugins = ["historyfixtures"]  # the postgres_server and db fixtures
+
 #: Six runs, on three commits (two runs each), a day apart.
 PLAN = {
     "tests/test_chat.py::test_hello": ["pass"] * 6,
@@ -27,19 +29,6 @@ PLAN = {
     "tests/test_chat.py::test_broken": ["server-error"] * 6,
     NEW: ["pass"] * 5 + ["client-disconnect"],
 }
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    with pgkit.cluster() as url:
-        yield url
-
-
-@pytest.fixture(params=["duckdb", "postgres"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A new, empty history on each backend."""
-    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
-    return new_db(request.param, tmp_path, server)
 
 
 def cli(*args: Any, env: dict[str, str] | None = None) -> cvdiag_cli.Result:
@@ -61,14 +50,26 @@ def add_plan(db: str, folder: Path) -> None:
         assert f"recorded run run-{k}: 4 tests" in done.out
 
 
-@pytest.fixture(scope="module", params=["duckdb", "postgres"])
-def filled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A history of PLAN on each backend, shared by the tests that only read it."""
-    folder = tmp_path_factory.mktemp("filled")
+@pytest.fixture(scope="module")
+def plan_histories(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str | None], str]:
+    """PLAN's history on a backend, filled on first use and shared by the tests that only read it."""
+    made: dict[str, str] = {}
+
+    def on(kind: str, server: str | None) -> str:
+        if kind not in made:
+            folder = tmp_path_factory.mktemp("filled")
+            made[kind] = new_db(kind, folder, server)
+            add_plan(made[kind], folder)
+        return made[kind]
+
+    return on
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def filled(request: pytest.FixtureRequest, plan_histories: Callable[[str, str | None], str]) -> str:
+    """A history of PLAN on each backend."""
     server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
-    url = new_db(request.param, folder, server)
-    add_plan(url, folder)
-    yield url
+    return plan_histories(request.param, server)
 
 
 def fits_80(text: str) -> None:
@@ -301,14 +302,19 @@ def test_diff_finds_tests_that_got_slower(db: str, tmp_path: Path) -> None:
     assert "slower: 2" in done.out and "620 ms" in done.out and "2.0 s" in done.out
 
 
-def test_both_backends_give_the_same_answers(tmp_path: Path, postgres_server: str) -> None:
-    urls = [new_db("duckdb", tmp_path, None), new_db("postgres", tmp_path, postgres_server)]
+def test_both_backends_give_the_same_answers(
+    plan_histories: Callable[[str, str | None], str], postgres_server: str
+) -> None:
+    questions = [("runs",), ("flaky",), ("show", FLAKY), ("classes", "--by", "week"), ("diff", "run-0", "run-5")]
     answers = []
-    for url in urls:
-        add_plan(url, tmp_path)
-        questions = [("runs",), ("flaky",), ("show", FLAKY), ("classes", "--by", "week"), ("diff", "run-0", "run-5")]
-        answers.append([js("history", *q, "--db", url) for q in questions])
+    for url in (plan_histories("duckdb", None), plan_histories("postgres", postgres_server)):
+        answers.append([])
+        for q in questions:  # in this process: the other tests run the installed command
+            code, out, err = cvdiag_cli.run_in_process(["history", *q, "--db", url, "--json"])
+            assert code == 0, err
+            answers[-1].append(json.loads(out))
     assert answers[0] == answers[1]
+    assert len(answers[0][0]) == 6 and answers[0][1]  # six runs, and a flaky test: not two empty answers
 
 
 # -- bad input and broken databases ------------------------------------------------------

@@ -7,13 +7,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import cvdiag_cli
-import pgkit
-import pytest
-from historykit import new_db
+from pytestkit import INNER
+
+pytest_plugins = ["historyfixtures"]  # the postgres_server and db fixtures
 
 SUITE = """
 import os
@@ -46,25 +45,13 @@ def test_skipped():
 """
 
 
-@pytest.fixture(scope="module")
-def postgres_server() -> Iterator[str]:
-    with pgkit.cluster() as url:
-        yield url
-
-
-@pytest.fixture(params=["duckdb", "postgres"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
-    return new_db(request.param, tmp_path, server)
-
-
 def session(folder: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     (folder / "test_suite.py").write_text(SUITE)
-    full = {**os.environ, **(env or {})}
-    for var in ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "CVDIAG_RUN_ID"):
-        full.pop(var, None)
+    ours = ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "CVDIAG_RUN_ID")
+    full = {k: v for k, v in os.environ.items() if k not in ours and not k.startswith("PYTEST_")}  # an xdist worker's
+    full.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "test_suite.py"],
+        [sys.executable, "-m", "pytest", "-q", *INNER, *args, "test_suite.py"],
         cwd=folder, env=full, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
@@ -75,13 +62,17 @@ def history(*args: str) -> object:
     return json.loads(done.out)
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["alone", "xdist"])
-def test_a_session_is_one_run_with_every_test_named_by_its_node_id(db: str, tmp_path: Path, workers: list[str]) -> None:
-    first = session(tmp_path, f"--cvdiag-history={db}", *workers)
+def test_a_session_is_one_run_with_every_test_named_by_its_node_id(db: str, tmp_path: Path) -> None:
+    """One session alone and one with two pytest-xdist workers (on PostgreSQL the other
+    way round, so that each records into a new history): the same tests, the same names."""
+    alone, xdist = [], ["-n", "2"]
+    first_workers, second_workers = (xdist, alone) if db.startswith("postgresql://") else (alone, xdist)
+    first = session(tmp_path, f"--cvdiag-history={db}", *first_workers)
     assert "cvdiag history: recorded run pytest:" in first.stdout, first.stdout + first.stderr
     assert "(7 tests, 1 failed)" in first.stdout
-    second = session(tmp_path, f"--cvdiag-history={db}", *workers, env={"FLIP": "1"})
+    second = session(tmp_path, f"--cvdiag-history={db}", *second_workers, env={"FLIP": "1"})
     assert "(7 tests, 2 failed)" in second.stdout, second.stdout + second.stderr
+    assert "bringing up nodes" in (first.stdout + second.stdout)  # one of them ran under xdist
     runs = history("runs", "--db", db)
     assert [(r["tests"], r["failed"]) for r in runs] == [(7, 2), (7, 1)]  # one run per session, not per worker
     shown = history("show", "test_suite.py::test_rate_limited", "--db", db)

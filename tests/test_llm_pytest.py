@@ -4,6 +4,7 @@ report names the provider's failure."""
 from __future__ import annotations
 
 import pytest
+from pytestkit import INNER
 
 pytest_plugins = ["pytester"]
 
@@ -30,7 +31,7 @@ def test_failure_report_names_the_llm_calls_a_test_made(pytester: pytest.Pyteste
             assert False, "the agent gave no answer"
         """
     )
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*INNER)
     result.assert_outcomes(failed=1)
     # The failure is the test's own last assert: the checks on the attempts before it held.
     result.stdout.fnmatch_lines(["*AssertionError: the agent gave no answer*"])

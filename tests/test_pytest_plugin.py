@@ -7,22 +7,20 @@ import json
 import re
 
 import pytest
+from pytestkit import INNER
 
 from cvdiag.contract.schema import UUID7_RE
 from cvdiag.write import config as cvdiag_config
 
 pytest_plugins = ["pytester"]
 
-# Inner sessions skip plugins that cost seconds per in-process run and are not under test.
-_QUIET = ("-p", "no:hypothesispytest", "-p", "no:cacheprovider")
-
 
 def _inline(pytester: pytest.Pytester, *args: str):
-    return pytester.inline_run(*_QUIET, *args)
+    return pytester.inline_run(*INNER, *args)
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest(*_QUIET, *args)
+    return pytester.runpytest(*INNER, *args)
 
 
 #: A Starlette app under the middleware: /stream answers, /broken fails its LLM call, /echo echoes.
@@ -612,6 +610,6 @@ def test_a_harness_on_requests_or_aiohttp_sends_the_test_id_and_the_session_undo
             assert asyncio.run(main()) == cvdiag_test_id
         """
     )
-    result = pytester.runpytest_subprocess(*_QUIET, "-s")
+    result = pytester.runpytest_subprocess(*INNER, "-s")
     result.assert_outcomes(passed=2)
     assert "patched at the end: (False, False)" in result.stdout.str()

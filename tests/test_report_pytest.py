@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pytestkit import INNER
 from reportkit import browser, visit
 from test_report import embedded, rows_by_id
 
@@ -49,7 +50,7 @@ def test_the_session_report_names_each_test_and_explains_the_failure(pytester: p
     pytester.makepyfile(test_inner=_TESTS)
     out = pytester.path / "session.html"
 
-    result = pytester.runpytest("-p", "no:cacheprovider", "--cvdiag-report", str(out))
+    result = pytester.runpytest(*INNER, "--cvdiag-report", str(out))
 
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([f"cvdiag report: {out} (2 tests, 1 failed, *MB)"])
@@ -72,7 +73,7 @@ def test_the_session_report_names_each_test_and_explains_the_failure(pytester: p
 
 def test_no_report_option_writes_nothing(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_inner=_TESTS)
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*INNER)
 
     result.assert_outcomes(passed=1, failed=1)
     assert "cvdiag report" not in result.stdout.str()
