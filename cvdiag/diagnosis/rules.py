@@ -312,11 +312,14 @@ def _server_stopped(ev: Evidence) -> bool:
     return bool(ev.aborts and "shutdown" in ev.aborts)
 
 
+#: The termination kinds of a client that hung up.
+_HANG_UPS = ("rst", "fin_premature", "timeout")
+
+
 def _hang_up(ev: Evidence) -> tuple[str, int] | None:
     """(termination_kind, key) of the client's first hang-up, if it hung up."""
-    found = [(k, ev.abort_first[k].key) for k in ("rst", "fin_premature", "timeout") if k in (ev.aborts or ())]
-    dated = [(kind, key) for kind, key in found if key is not None]
-    return min(dated, key=lambda pair: pair[1]) if dated else None
+    first = ev.earliest_abort(_HANG_UPS)
+    return None if first is None or first[1].key is None else (first[0], first[1].key)
 
 
 #: A sign of life this long after the client hung up is an orphan's: a heartbeat or a
@@ -487,11 +490,10 @@ def stream_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dic
 
 @_rule("client-disconnect")
 def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
-    kinds = [k for k in ("rst", "fin_premature", "timeout") if k in (ev.aborts or ())]
-    if not kinds:
+    first = ev.earliest_abort(_HANG_UPS)
+    if first is None:
         return None
-    kind = min(kinds, key=lambda k: ev.abort_first[k].key if ev.abort_first[k].key is not None else float("inf"))
-    sent, duration = ev.abort_first[kind].value
+    kind, (sent, duration) = first[0], first[1].value
     after = sent > 0 if sent is not None else ev.saw_first_byte()
     facts["disconnect"] = "after-first-byte" if after else "before-first-byte"
     when = "after" if after else "before"
