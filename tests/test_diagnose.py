@@ -250,6 +250,22 @@ def test_evidence_memory_does_not_grow_with_the_number_of_events():
     assert len(evidence.summary()["boundaries"]) <= 65
 
 
+def test_a_client_hang_up_after_many_invented_abort_kinds_is_still_a_disconnect():
+    """A log inventing termination kinds cannot crowd out the spec's own: the hang-up is
+    kept and diagnosed (the evidence used to drop its first abort and the rule failed)."""
+    events = [_envelope("backend.sse.aborted", 0.1 * i, {"termination_kind": f"invented-{i}"}) for i in range(40)] + [
+        _envelope("backend.sse.aborted", 9.0, {"termination_kind": "rst", "bytes_before_abort": 0})
+    ]
+    diagnosis = diagnose(events)
+    assert diagnosis.cls == "client-disconnect"
+    assert "rst" in diagnosis.reason
+    evidence = Evidence("t")
+    for env in events:
+        evidence.add(env)
+    assert len(evidence.aborts) <= 16 + 6 + 1 and sum(evidence.aborts.values()) == 41
+    assert evidence.aborts.keys() == evidence.abort_first.keys()
+
+
 def _cost_per_test(records: list[dict]) -> float:
     """Bytes per Evidence folded from ``records`` (five times each, under distinct ids)."""
     ids = [f"{n}-{r['name']}" for n in range(5) for r in records]  # the CLI holds the ids anyway

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from sys import intern
 from typing import Any
 
+from cvdiag.contract.schema import TERMINATION_KINDS
 from cvdiag.diagnosis._convert import as_float, as_int, as_text
 from cvdiag.diagnosis._facts import Facts, Handler
 from cvdiag.diagnosis._fold_agent import name_cause
@@ -31,13 +32,16 @@ def _sse_event(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> 
 
 def _aborted(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     kind = intern(as_text(md.get("termination_kind")) or "unknown")
-    if ev.aborts is None:
+    if ev.aborts is None or ev.abort_first is None:
         ev.aborts, ev.abort_first = {}, {}
+    # A log inventing kinds keeps the spec's kinds and MAX_STATUSES others; the rest count
+    # as unknown. Every kind counted has its first abort, which the rules read.
+    if kind not in ev.aborts and kind not in TERMINATION_KINDS and len(ev.aborts) >= MAX_STATUSES:
+        kind = "unknown"
     ev.aborts[kind] = ev.aborts.get(kind, 0) + 1
-    pick = ev.abort_first.get(kind)  # type: ignore[union-attr]
-    if pick is None and len(ev.abort_first) >= MAX_STATUSES:  # type: ignore[arg-type]
-        return
-    ev.abort_first[kind] = earliest(pick, key, (as_int(md.get("bytes_before_abort")), as_float(env.get("duration_ms"))))  # type: ignore[index]
+    ev.abort_first[kind] = earliest(
+        ev.abort_first.get(kind), key, (as_int(md.get("bytes_before_abort")), as_float(env.get("duration_ms")))
+    )
 
 
 def _complete(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
