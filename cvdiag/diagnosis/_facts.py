@@ -26,18 +26,18 @@ class Facts:
     __slots__ = (
         "abort_first",
         "aborts",
-        "agent_bad",
         "agent_error_class",
         "agent_exits",
+        "agent_failed",
         "agent_name",
         "agent_name_key",
         "agentic",
-        "aimock_bytes",
         "aimock_chunk_bytes",
         "aimock_decisions",
         "aimock_events",
         "aimock_matched",
         "aimock_reject",
+        "aimock_sent",
         "backend_events",
         "backend_statuses",
         "boundary_counts",
@@ -180,7 +180,7 @@ class Facts:
         self.error_first: Pick | None = None  # (exception_type, message_scrubbed)
         self.agent_name: str | None = None
         self.agent_name_key: int | None = None
-        self.agent_bad: Pick | None = None  # terminal_outcome error/cancelled
+        self.agent_failed: Pick | None = None  # terminal_outcome (error, cancelled) of the first agent that failed
         self.agent_error_class: str | None = None  # of the first agent that exited with an error
         self.agent_exits = 0
         self.agentic: Agentic | None = None  # tool calls and agent-level causes, when there are any
@@ -188,7 +188,7 @@ class Facts:
         self.aimock_decisions = 0
         self.aimock_matched = 0
         self.aimock_reject: Pick | None = None
-        self.aimock_bytes: Pick | None = None  # total_bytes or bytes_before_abort
+        self.aimock_sent: Pick | None = None  # bytes of its last response: total_bytes or bytes_before_abort
         self.aimock_chunk_bytes = 0
 
     def agent(self) -> Agentic:

@@ -32,9 +32,9 @@ def _exit(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.agent_exits += 1
     terminal = as_text(md.get("terminal_outcome"))
     if terminal in ("error", "cancelled"):
-        if earlier(ev.agent_bad, ev.agent_bad.key if ev.agent_bad else None, key):
+        if earlier(ev.agent_failed, ev.agent_failed.key if ev.agent_failed else None, key):
             ev.agent_error_class = as_name(md.get("error_class")) if terminal == "error" else None
-        ev.agent_bad = earliest(ev.agent_bad, key, terminal)
+        ev.agent_failed = earliest(ev.agent_failed, key, terminal)
         message = as_text(md.get("error_message"))
         if message:
             agent = ev.agent()

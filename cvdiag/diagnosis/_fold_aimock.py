@@ -25,13 +25,13 @@ def _match_decision(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping
 def _complete(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     total = as_int(md.get("total_bytes"))
     if total is not None:
-        ev.aimock_bytes = latest(ev.aimock_bytes, key, total)
+        ev.aimock_sent = latest(ev.aimock_sent, key, total)
 
 
 def _aborted(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     sent = as_int(md.get("bytes_before_abort"))
     if sent is not None:
-        ev.aimock_bytes = latest(ev.aimock_bytes, key, sent)
+        ev.aimock_sent = latest(ev.aimock_sent, key, sent)
 
 
 def _chunk(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:

@@ -253,7 +253,7 @@ class Evidence(Facts):
             "termination_kind": abort_kind,
             "bytes_before_abort": abort_bytes,
             "exception_type": error[0],
-            "agent_terminal_outcome": value_of(self.agent_bad),
+            "agent_terminal_outcome": value_of(self.agent_failed),
             "agent_error_class": self.agent_error_class,
             **_agent_facts(self.agentic, response),
             "last_boundary": self.last_boundary,

@@ -294,7 +294,7 @@ def provider_empty(ev: Evidence, th: Thresholds, log_end: float | None, facts: d
 def aimock_fixture_mismatch(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.layers.get("aimock") or ev.aimock_matched:
         return None
-    sent = ev.aimock_bytes.value if ev.aimock_bytes else ev.aimock_chunk_bytes
+    sent = ev.aimock_sent.value if ev.aimock_sent else ev.aimock_chunk_bytes
     if sent >= th.aimock_min_bytes:
         return None
     facts["aimock_bytes"] = sent
@@ -435,7 +435,7 @@ def _no_final_answer(ev: Evidence, ag: Agentic) -> bool:
     last = ev.llm_last_response
     asked_more = last is not None and last.extra is not None and bool(last.extra[1])
     tools_after = ag.tool_last_key is not None and (ev.llm_last_ok_key is None or ag.tool_last_key > ev.llm_last_ok_key)
-    return asked_more or tools_after or ev.agent_bad is not None
+    return asked_more or tools_after or ev.agent_failed is not None
 
 
 @_rule("output-invalid")
@@ -513,7 +513,7 @@ def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts
 
 @_rule("agent-error")
 def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
-    if not ev.agent_bad or (ev.agent_bad.value == "cancelled" and _server_stopped(ev)):
+    if not ev.agent_failed or (ev.agent_failed.value == "cancelled" and _server_stopped(ev)):
         return None
     name = ev.agent_name or "?"
     status = facts["http_status"]
@@ -522,7 +522,7 @@ def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict
     message = value_of(ev.agentic.agent_message) if ev.agentic is not None else None
     if message:
         raised += f" ({_quoted(message)})"
-    return Finding(0.85, f"Agent {name} exited with terminal_outcome {ev.agent_bad.value}{raised}{answered}.")
+    return Finding(0.85, f"Agent {name} exited with terminal_outcome {ev.agent_failed.value}{raised}{answered}.")
 
 
 @_rule("incomplete")
