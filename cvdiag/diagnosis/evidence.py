@@ -28,13 +28,10 @@ from cvdiag.diagnosis._fold_edge import fold_edge
 from cvdiag.diagnosis._fold_llm import HANDLERS as LLM_HANDLERS
 from cvdiag.diagnosis._fold_probe import HANDLERS as PROBE_HANDLERS
 from cvdiag.diagnosis._fold_probe import HEAD_ONLY as PROBE_HEAD_ONLY
-from cvdiag.diagnosis._fold_probe import names_runner_crash
 from cvdiag.diagnosis._fold_stream import HANDLERS as STREAM_HANDLERS
 from cvdiag.diagnosis._fold_stream import HEAD_ONLY as STREAM_HEAD_ONLY
 from cvdiag.diagnosis._picks import Pick, earliest_of, latest_key, value_of
 from cvdiag.diagnosis._shapes import NO_RESPONSE, Response
-
-__all__ = ["Evidence", "names_runner_crash"]
 
 # A histogram of boundary names stays bounded even if a log invents thousands of them.
 _MAX_BOUNDARY_NAMES = 64
