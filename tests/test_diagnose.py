@@ -18,10 +18,13 @@ from pathlib import Path
 
 import corpus_server
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import cvdiag.diagnosis
-from cvdiag.contract.timestamps import parse_ts
+from cvdiag.contract.timestamps import order_key, parse_ts
 from cvdiag.diagnosis import CLASSES, Diagnosis, Evidence, Thresholds, classify, diagnose
+from cvdiag.diagnosis._picks import earliest, latest
 from cvdiag.diagnosis.rules import RULES
 from cvdiag.testing import envelope
 
@@ -181,6 +184,30 @@ def test_envelope_order_does_not_change_the_verdict():
         assert (got.cls, got.reason) == (expected.cls, expected.reason), record["name"]
 
 
+@given(st.lists(st.tuples(st.sampled_from(("backend", "probe")), st.none() | st.integers(0, 5)), max_size=12))
+def test_the_first_and_last_envelope_follow_the_rules_of_every_first_and_last_value(lines):
+    """The head fold keeps the first, the last and the last backend envelope with its own
+    inlined copy of the ``_picks`` rules (it runs per envelope): it must keep what the
+    rules keep, whatever the order, ties and envelopes without a time."""
+    evidence = Evidence("t")
+    first = last = last_backend = None
+    for n, (layer, second) in enumerate(lines):
+        boundary = f"{layer}.line{n}"
+        env = envelope(boundary, ts="2026-11-21T10:00:00.000Z")
+        if second is None:  # a line without a time
+            env["ts"] = env["mono_ns"] = None
+        else:
+            env["ts"], env["mono_ns"] = f"2026-11-21T10:00:{second:02d}.000Z", second * 10**9
+        evidence.add(env)
+        key = order_key(env["ts"], env["mono_ns"])
+        first, last = earliest(first, key, boundary), latest(last, key, boundary)
+        if layer == "backend":
+            last_backend = latest(last_backend, key, boundary)
+    assert evidence.first_boundary == (first.value if first else None)
+    assert evidence.last_boundary == (last.value if last else None)
+    assert evidence.last_backend_boundary == (last_backend.value if last_backend else None)
+
+
 def test_classify_is_repeatable_on_the_same_evidence():
     record = next(r for r in _records("hand.jsonl") if r["name"] == "llm-stalled-heartbeats-stopped")
     evidence = Evidence("t")
@@ -221,6 +248,22 @@ def test_evidence_memory_does_not_grow_with_the_number_of_events():
         evidence.add(_envelope(f"backend.custom.b{i}", 1.0, {}))
     assert len(pickle.dumps(evidence)) < small + 4096
     assert len(evidence.summary()["boundaries"]) <= 65
+
+
+def test_a_client_hang_up_after_many_invented_abort_kinds_is_still_a_disconnect():
+    """A log inventing termination kinds cannot crowd out the spec's own: the hang-up is
+    kept and diagnosed (the evidence used to drop its first abort and the rule failed)."""
+    events = [_envelope("backend.sse.aborted", 0.1 * i, {"termination_kind": f"invented-{i}"}) for i in range(40)] + [
+        _envelope("backend.sse.aborted", 9.0, {"termination_kind": "rst", "bytes_before_abort": 0})
+    ]
+    diagnosis = diagnose(events)
+    assert diagnosis.cls == "client-disconnect"
+    assert "rst" in diagnosis.reason
+    evidence = Evidence("t")
+    for env in events:
+        evidence.add(env)
+    assert len(evidence.aborts) <= 16 + 6 + 1 and sum(evidence.aborts.values()) == 41
+    assert evidence.aborts.keys() == evidence.abort_first.keys()
 
 
 def _cost_per_test(records: list[dict]) -> float:

@@ -16,7 +16,7 @@ from typing import Any
 from cvdiag.contract.tool_pairs import nested
 from cvdiag.diagnosis._causes import OUTPUT_TOOL_PREFIX
 from cvdiag.diagnosis._convert import TEXT_LIMIT, as_name, as_text
-from cvdiag.diagnosis._picks import Pick, earlier, later
+from cvdiag.diagnosis._picks import Pick, earlier, later, latest_key
 
 #: Distinct (tool, arguments hash, source) keys counted for loop detection; a test inventing
 #: more keeps the counts it has.
@@ -108,7 +108,7 @@ class Agentic:
 
     def tool_start(self, md: Mapping[str, Any], key: int | None) -> None:
         self.tool_starts += 1
-        self._seen(key)
+        self.tool_last_key = latest_key(self.tool_last_key, key)
         name, digest = as_name(md.get("tool_name")), as_text(md.get("args_hash"))
         if name and digest:
             # Counted per source: each source sees a call once, and one MCP call is seen
@@ -139,7 +139,7 @@ class Agentic:
 
     def tool_response(self, md: Mapping[str, Any], outcome: Any, key: int | None, ms: float | None) -> None:
         self.tool_responses += 1
-        self._seen(key)
+        self.tool_last_key = latest_key(self.tool_last_key, key)
         if md.get("source") != "wire":
             self.tool_open -= 1
         call = ToolCall(md, outcome, ms, key)
@@ -192,10 +192,6 @@ class Agentic:
         """Some answer stopped for an unusual reason (kept: the smallest, for a stable hint)."""
         if self.finish_unusual is None or reason < self.finish_unusual:
             self.finish_unusual = reason
-
-    def _seen(self, key: int | None) -> None:
-        if key is not None and (self.tool_last_key is None or key > self.tool_last_key):
-            self.tool_last_key = key
 
     # -- derived ---------------------------------------------------------------------------
 

@@ -3,11 +3,18 @@
 Envelopes arrive in any order (several files merged), so "first" and "last" are decided
 by the order key (``contract.timestamps.order_key``), not by arrival. A value without
 a key never displaces one that has a key; among keyless values the first offered stays.
+
+Every first/last value of the evidence is decided by the two rules here, ``earlier``
+and ``later``; only where it is kept differs, for memory. A value most tests never have
+is a ``Pick`` (a None slot until offered: ``earliest``, ``latest``); a value most tests
+have sits in a slot of its own next to a slot for its key (a ``Pick`` would cost an
+object per test), replaced when ``earlier``/``later`` say so; a key alone is kept with
+``latest_key``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 #: Does an offer at a key replace what a pick holds: (held value, held key, key) -> bool.
@@ -61,3 +68,17 @@ def later(held: Any, held_key: int | None, key: int | None) -> bool:
 def value_of(pick: Pick | None) -> Any:
     """The value of a pick, None when nothing was offered to it."""
     return None if pick is None else pick.value
+
+
+def latest_key(held: int | None, key: int | None) -> int | None:
+    """The later of two order keys, a missing one never winning: a key kept on its own."""
+    return key if later(held, held, key) else held
+
+
+def earliest_of(picks: Iterable[tuple[Any, Pick]]) -> tuple[Any, Pick] | None:
+    """The (name, pick) holding the earliest value of several picks; None for none."""
+    best: tuple[Any, Pick] | None = None
+    for named in picks:
+        if earlier(best, best[1].key if best is not None else None, named[1].key):
+            best = named
+    return best

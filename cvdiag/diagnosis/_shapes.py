@@ -8,10 +8,10 @@ alike (its boundary names) is shared between tests.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from cvdiag.diagnosis._convert import as_float, as_int, as_name
+from cvdiag.diagnosis._picks import latest_key
 
 #: Distinct HTTP statuses (and abort kinds) one test keeps; a log inventing more is cut here.
 MAX_STATUSES = 16
@@ -58,27 +58,50 @@ _remembered = 0
 NO_BOUNDARIES = Shape(())
 
 
-@dataclass(slots=True)
 class Response:
     """The numbers of the last LLM response (a dict per test would cost five times more).
 
     ``empty`` is True for an ok answer that produced no output (``output_chars`` 0, or a
-    2xx stream of 0 events), whatever token count the provider claimed. Never changed
-    once made, but not frozen: a frozen dataclass's ``__init__`` sets each field through
-    ``object.__setattr__``, and one is made per LLM response.
+    2xx stream of 0 events), whatever token count the provider claimed. ``extra`` is
+    (finish_reason, tool_calls, output_valid) when one says more than a plain answer (an
+    unusual finish, tool calls asked for, structured output checked), else None. Never
+    changed once made; a plain slotted class, not a dataclass: making a dataclass costs
+    every start-up of the CLI more than the rest of this module.
     """
 
-    provider: str | None
-    model: str | None
-    latency_ms: float | None
-    response_token_count: int | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    output_chars: int | None = None
-    empty: bool = False
-    #: (finish_reason, tool_calls, output_valid) when one says more than a plain answer
-    #: (an unusual finish, tool calls asked for, structured output checked), else None.
-    extra: tuple[str | None, int | None, bool | None] | None = None
+    __slots__ = (
+        "completion_tokens",
+        "empty",
+        "extra",
+        "latency_ms",
+        "model",
+        "output_chars",
+        "prompt_tokens",
+        "provider",
+        "response_token_count",
+    )
+
+    def __init__(
+        self,
+        provider: str | None,
+        model: str | None,
+        latency_ms: float | None,
+        response_token_count: int | None,
+        prompt_tokens: int | None,
+        completion_tokens: int | None,
+        output_chars: int | None = None,
+        empty: bool = False,
+        extra: tuple[str | None, int | None, bool | None] | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.latency_ms = latency_ms
+        self.response_token_count = response_token_count
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.output_chars = output_chars
+        self.empty = empty
+        self.extra = extra
 
 
 #: What the evidence reports for a test without an LLM response.
@@ -113,5 +136,4 @@ class LLMFailures:
         attempt = as_int(md.get("attempt"))
         if attempt is not None and (self.max_attempt is None or attempt > self.max_attempt):
             self.max_attempt = attempt
-        if key is not None and (self.last_key is None or key > self.last_key):
-            self.last_key = key
+        self.last_key = latest_key(self.last_key, key)

@@ -294,7 +294,7 @@ def provider_empty(ev: Evidence, th: Thresholds, log_end: float | None, facts: d
 def aimock_fixture_mismatch(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
     if not ev.layers.get("aimock") or ev.aimock_matched:
         return None
-    sent = ev.aimock_bytes.value if ev.aimock_bytes else ev.aimock_chunk_bytes
+    sent = ev.aimock_sent.value if ev.aimock_sent else ev.aimock_chunk_bytes
     if sent >= th.aimock_min_bytes:
         return None
     facts["aimock_bytes"] = sent
@@ -312,11 +312,14 @@ def _server_stopped(ev: Evidence) -> bool:
     return bool(ev.aborts and "shutdown" in ev.aborts)
 
 
+#: The termination kinds of a client that hung up.
+_HANG_UPS = ("rst", "fin_premature", "timeout")
+
+
 def _hang_up(ev: Evidence) -> tuple[str, int] | None:
     """(termination_kind, key) of the client's first hang-up, if it hung up."""
-    found = [(k, ev.abort_first[k].key) for k in ("rst", "fin_premature", "timeout") if k in (ev.aborts or ())]
-    dated = [(kind, key) for kind, key in found if key is not None]
-    return min(dated, key=lambda pair: pair[1]) if dated else None
+    first = ev.earliest_abort(_HANG_UPS)
+    return None if first is None or first[1].key is None else (first[0], first[1].key)
 
 
 #: A sign of life this long after the client hung up is an orphan's: a heartbeat or a
@@ -432,7 +435,7 @@ def _no_final_answer(ev: Evidence, ag: Agentic) -> bool:
     last = ev.llm_last_response
     asked_more = last is not None and last.extra is not None and bool(last.extra[1])
     tools_after = ag.tool_last_key is not None and (ev.llm_last_ok_key is None or ag.tool_last_key > ev.llm_last_ok_key)
-    return asked_more or tools_after or ev.agent_bad is not None
+    return asked_more or tools_after or ev.agent_failed is not None
 
 
 @_rule("output-invalid")
@@ -487,11 +490,10 @@ def stream_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dic
 
 @_rule("client-disconnect")
 def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
-    kinds = [k for k in ("rst", "fin_premature", "timeout") if k in (ev.aborts or ())]
-    if not kinds:
+    first = ev.earliest_abort(_HANG_UPS)
+    if first is None:
         return None
-    kind = min(kinds, key=lambda k: ev.abort_first[k].key if ev.abort_first[k].key is not None else float("inf"))
-    sent, duration = ev.abort_first[kind].value
+    kind, (sent, duration) = first[0], first[1].value
     after = sent > 0 if sent is not None else ev.saw_first_byte()
     facts["disconnect"] = "after-first-byte" if after else "before-first-byte"
     when = "after" if after else "before"
@@ -511,7 +513,7 @@ def client_disconnect(ev: Evidence, th: Thresholds, log_end: float | None, facts
 
 @_rule("agent-error")
 def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
-    if not ev.agent_bad or (ev.agent_bad.value == "cancelled" and _server_stopped(ev)):
+    if not ev.agent_failed or (ev.agent_failed.value == "cancelled" and _server_stopped(ev)):
         return None
     name = ev.agent_name or "?"
     status = facts["http_status"]
@@ -520,7 +522,7 @@ def agent_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict
     message = value_of(ev.agentic.agent_message) if ev.agentic is not None else None
     if message:
         raised += f" ({_quoted(message)})"
-    return Finding(0.85, f"Agent {name} exited with terminal_outcome {ev.agent_bad.value}{raised}{answered}.")
+    return Finding(0.85, f"Agent {name} exited with terminal_outcome {ev.agent_failed.value}{raised}{answered}.")
 
 
 @_rule("incomplete")
