@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -36,6 +37,11 @@ try:
 except ImportError:  # pragma: no cover - depends on the install
     duckdb = None  # type: ignore[assignment]
 
+if sys.platform != "win32":
+    import fcntl
+else:  # pragma: no cover - no flock on Windows: DuckDB's own lock only
+    fcntl = None  # type: ignore[assignment]
+
 LOCK_WAIT_ENV = "CVDIAG_HISTORY_LOCK_WAIT_S"
 _DUCK_TYPES = {"TEXT": "VARCHAR", "DOUBLE PRECISION": "DOUBLE", "BIGINT": "BIGINT"}
 _CSV_COLUMNS = ", ".join(f"'{c}': '{_DUCK_TYPES[RESULT_TYPES[c]]}'" for c in RESULT_COLUMNS)
@@ -60,11 +66,17 @@ class DuckStore:
             raise HistoryError(f"no history at {path} yet (record a run with: cvdiag history add LOG)")
         if write and os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.con = _connect(path, write)
+        deadline = time.monotonic() + _lock_wait_s()
+        self._turn = _writers_turn(path, deadline) if write else None
         try:
-            self._schema(write)
+            self.con = _connect(path, write, deadline)
+            try:
+                self._schema(write)
+            except BaseException:
+                self.con.close()
+                raise
         except BaseException:
-            self.con.close()
+            _end_turn(self._turn)
             raise
 
     def _version(self) -> int | None:
@@ -121,17 +133,63 @@ class DuckStore:
             raise HistoryError(f"{self.where}: {one_line(exc)}") from None
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            _end_turn(self._turn)
+            self._turn = None
 
 
-def _connect(path: str, write: bool) -> Any:
-    """A connection, waiting a while (``CVDIAG_HISTORY_LOCK_WAIT_S``, default 10) for
-    another process that holds the file: two CI steps of one machine take turns."""
+def _lock_wait_s() -> float:
+    """How long to wait for another process's turn (``CVDIAG_HISTORY_LOCK_WAIT_S``, default 10)."""
     try:
-        wait = float(os.environ.get(LOCK_WAIT_ENV, "10"))
+        return max(0.0, float(os.environ.get(LOCK_WAIT_ENV, "10")))
     except ValueError:
-        wait = 10.0
-    deadline = time.monotonic() + max(0.0, wait)
+        return 10.0
+
+
+def _writers_turn(path: str, deadline: float) -> int | None:
+    """An exclusive ``flock`` on the history's folder, held until ``close``.
+
+    DuckDB decides to create a file before it opens it, and creating truncates: a
+    process that found no file a moment before another created it and committed a run
+    wipes that run (seen with six processes adding to a new history at once, 1 round in
+    15). Writers taking turns before DuckDB looks at the file closes that window. The
+    folder, not a lock file beside the history, so nothing is left behind. Where flock
+    is not offered (Windows, some network file systems) DuckDB's own lock is all there is.
+    """
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        return None
+    pause = 0.02
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise HistoryError(
+                    f"{path} is in use by another process (one process at a time writes a history); try again"
+                ) from None
+        except OSError:  # flock not supported here
+            os.close(fd)
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+def _end_turn(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _connect(path: str, write: bool, deadline: float) -> Any:
+    """A connection, waiting until ``deadline`` for another process that holds the
+    file: two CI steps of one machine take turns."""
     pause = 0.02
     while True:
         try:
