@@ -26,7 +26,6 @@ from cvdiag.contract.schema import (
     ACCOUNTING_SLUG,
     DEMO_MAX_CHARS,
     EDGE_HEADER_MAX_CHARS,
-    EDGE_HEADERS,
     ENVELOPE_CAP_BYTES,
     OUTCOMES,
     SCHEMA_VERSION,
@@ -36,15 +35,13 @@ from cvdiag.contract.schema import (
     written_at,
 )
 from cvdiag.write import config
-from cvdiag.write._caps import render_capped
+from cvdiag.write._caps import NO_EDGE_HEADERS, render_capped
 from cvdiag.write._writer import Writer
 from cvdiag.write.context import RequestContext, bind, current_context, resolve_slug, unbind
 from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree
 from cvdiag.write.sinks import FileSink, Sink, StdoutSink
 
 log = logging.getLogger("cvdiag")
-
-NO_EDGE_HEADERS: Mapping[str, str | None] = {k: None for k in EDGE_HEADERS}
 
 
 class CvdiagError(RuntimeError):
