@@ -105,24 +105,46 @@ def _otel() -> tuple[list[Middleware], Callable[[str], Any]]:
     return [Middleware(OpenTelemetryMiddleware, tracer_provider=provider)], lambda name: _otel_span(tracer, name)
 
 
-def variants() -> dict[str, tuple[Callable[[], None], Starlette]]:
+def _correlation_id() -> list[Middleware]:
     from asgi_correlation_id import CorrelationIdMiddleware
 
-    def cv(enabled: bool, tier: str = "default") -> Callable[[], None]:
-        return lambda: cvdiag.configure(enabled=enabled, tier=tier, environ={}, stdout=False, file="/dev/null")
+    return [Middleware(CorrelationIdMiddleware)]
 
-    off = cv(False)
-    cv_mw = [Middleware(cvdiag.CvdiagMiddleware, slug="bench")]
-    otel_mw, otel_span = _otel()
-    return {
-        "bare starlette": (off, make_app([], _no_span)),
-        "pass-through wrapper": (off, make_app([Middleware(PassThrough)], _no_span)),
-        "cvdiag off": (off, make_app(cv_mw, _cvdiag_span)),
-        "cvdiag default": (cv(True), make_app(cv_mw, _cvdiag_span)),
-        "cvdiag verbose": (cv(True, "verbose"), make_app(cv_mw, _cvdiag_span)),
-        "asgi-correlation-id": (off, make_app([Middleware(CorrelationIdMiddleware)], _no_span)),
-        "opentelemetry asgi": (off, make_app(otel_mw, otel_span)),
-    }
+
+def _cvdiag(enabled: bool, tier: str = "default") -> Callable[[], None]:
+    return lambda: cvdiag.configure(enabled=enabled, tier=tier, environ={}, stdout=False, file="/dev/null")
+
+
+def _cvdiag_app() -> Starlette:
+    return make_app([Middleware(cvdiag.CvdiagMiddleware, slug="bench")], _cvdiag_span)
+
+
+def _otel_app() -> Starlette:
+    return make_app(*_otel())
+
+
+_OFF = _cvdiag(False)
+#: Each variant's setup and how to build its app (built on demand: OpenTelemetry's SDK
+#: alone takes a long time to import under valgrind).
+_VARIANTS: dict[str, tuple[Callable[[], None], Callable[[], Starlette]]] = {
+    "bare starlette": (_OFF, lambda: make_app([], _no_span)),
+    "pass-through wrapper": (_OFF, lambda: make_app([Middleware(PassThrough)], _no_span)),
+    "cvdiag off": (_OFF, _cvdiag_app),
+    "cvdiag default": (_cvdiag(True), _cvdiag_app),
+    "cvdiag verbose": (_cvdiag(True, "verbose"), _cvdiag_app),
+    "asgi-correlation-id": (_OFF, lambda: make_app(_correlation_id(), _no_span)),
+    "opentelemetry asgi": (_OFF, _otel_app),
+}
+
+
+def variant(name: str) -> tuple[Callable[[], None], Starlette]:
+    """One variant's setup and app."""
+    setup, build = _VARIANTS[name]
+    return setup, build()
+
+
+def variants() -> dict[str, tuple[Callable[[], None], Starlette]]:
+    return {name: variant(name) for name in _VARIANTS}
 
 
 def _scope(path: str, n: int) -> dict[str, Any]:

@@ -25,6 +25,8 @@ _MICROSECOND = timedelta(microseconds=1)
 #: (epoch second, its ``YYYY-MM-DDTHH:MM:SS``) last written: one tuple, replaced whole, so
 #: a thread never pairs a second with another's text.
 _written: tuple[int, str] = (-1 << 70, "")
+#: ".000Z" to ".999Z": a lookup and a concatenation cost a third of formatting ``:03d``.
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
 
 
 def wire_ts(ns: int) -> str:
@@ -35,7 +37,7 @@ def wire_ts(ns: int) -> str:
     written = _written
     if written[0] != seconds:
         written = _write_second(seconds)
-    return f"{written[1]}.{rest // 1_000_000:03d}Z"
+    return written[1] + _MILLIS[rest // 1_000_000]
 
 
 def _write_second(seconds: int) -> tuple[int, str]:

@@ -46,6 +46,8 @@ class Writer:
         self._on_idle = on_idle
         self._queue: deque[bytes | _Barrier] = deque()
         self._wake = threading.Event()
+        #: ``_wake`` is set (a plain attribute: ``Event.is_set`` is a Python call per line).
+        self._woken = False
         self._drop_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -59,6 +61,7 @@ class Writer:
         afresh, without the parent's pending lines, which the parent still writes."""
         self._queue = deque()
         self._wake = threading.Event()
+        self._woken = False
         self._drop_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._thread = None
@@ -87,7 +90,8 @@ class Writer:
         if len(queue) >= maxlen:
             self._drop_oldest(maxlen)
         queue.append(line)
-        if not self._wake.is_set():
+        if not self._woken:
+            self._woken = True
             self._wake.set()
 
     def _drop_oldest(self, maxlen: int) -> None:
@@ -127,6 +131,7 @@ class Writer:
             if len(queue) < _BATCH:
                 time.sleep(_COALESCE_SECONDS)
             self._wake.clear()
+            self._woken = False  # after clear: a put in between only skips a wake-up this drain covers
             self._writing = True
             while queue:
                 batch: list[bytes] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -95,8 +95,10 @@ def unbind(token: contextvars.Token[RequestContext | None]) -> None:
     """Reset a ``bind``. A reset from another context (a task or thread that copied
     this one) raises ValueError in contextvars; there the binding dies with that
     context anyway, so it is ignored rather than raised into the application."""
-    with suppress(ValueError, RuntimeError):
+    try:  # noqa: SIM105 (contextlib.suppress costs three times as much, on every request)
         _current.reset(token)
+    except (ValueError, RuntimeError):
+        pass
 
 
 @contextmanager

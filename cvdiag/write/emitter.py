@@ -15,7 +15,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -26,7 +26,6 @@ from cvdiag.contract.schema import (
     ACCOUNTING_SLUG,
     DEMO_MAX_CHARS,
     EDGE_HEADER_MAX_CHARS,
-    EDGE_HEADERS,
     ENVELOPE_CAP_BYTES,
     OUTCOMES,
     SCHEMA_VERSION,
@@ -37,15 +36,13 @@ from cvdiag.contract.schema import (
 )
 from cvdiag.contract.timestamps import wire_ts
 from cvdiag.write import config
-from cvdiag.write._caps import render_capped
+from cvdiag.write._caps import NO_EDGE_HEADERS, render_capped
 from cvdiag.write._writer import Writer
 from cvdiag.write.context import RequestContext, bind, current_context, resolve_slug, unbind
 from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree
 from cvdiag.write.sinks import FileSink, Sink, StdoutSink
 
 log = logging.getLogger("cvdiag")
-
-NO_EDGE_HEADERS: Mapping[str, str | None] = {k: None for k in EDGE_HEADERS}
 
 
 class CvdiagError(RuntimeError):
@@ -130,7 +127,7 @@ class _EmitterState:
         self.warned_unknown: set[str] = set()
         #: (boundary, key) pairs already reported by ``cvdiag.metadata_dropped``.
         self.reported_drops: set[tuple[str, str]] = set()
-        #: boundary name -> does its metadata declare a sensitive key name.
+        #: boundary name -> must its metadata be walked even when it holds only numbers.
         self.sensitive_boundaries: dict[str, bool] = {}
         #: The test id of accounting lines written outside any request.
         self.process_test_id: str | None = None
@@ -275,11 +272,14 @@ def drop_unknown_metadata(_logger: Any, _name: str, event: dict[str, Any]) -> di
 _PLAIN = frozenset({int, float, bool, type(None)})
 
 
-def _has_sensitive_key(boundary: Boundary) -> bool:
-    known = state.sensitive_boundaries
-    found = known.get(boundary.name)
+def _walks_numbers(boundary: Boundary) -> bool:
+    """Must metadata of plain numbers be walked all the same (cached per boundary)? Yes
+    when the boundary declares no keys, or a key name the scrubber treats as secret."""
+    found = state.sensitive_boundaries.get(boundary.name)
     if found is None:
-        found = known[boundary.name] = any(map(is_sensitive_key, boundary.metadata or ()))
+        found = state.sensitive_boundaries[boundary.name] = boundary.metadata is None or any(
+            map(is_sensitive_key, boundary.metadata)
+        )
     return found
 
 
@@ -292,6 +292,21 @@ def _scrubbed_clipped(value: object, limit: int) -> str:
     return _scrubbed_clipped_str(value, limit) if type(value) is str else scrub_clipped(value, limit)
 
 
+#: demo -> its written form. Every envelope has a demo and a service has few: a dict
+#: lookup costs a fifth of the lru_cache call (which builds and hashes a key tuple).
+_DEMOS: dict[str, str] = {}
+_DEMOS_KEPT = 1024
+
+
+def _written_demo(demo: object) -> str:
+    if type(demo) is not str:
+        return scrub_clipped(demo, DEMO_MAX_CHARS)
+    if len(_DEMOS) >= _DEMOS_KEPT:
+        _DEMOS.clear()
+    written = _DEMOS[demo] = scrub_clipped(demo, DEMO_MAX_CHARS)
+    return written
+
+
 def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
     """Scrub ``demo``, every string leaf of metadata and edge header values, then cut
     the last two to their length limits (spec section 7: scrub first, cut after).
@@ -301,13 +316,11 @@ def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, A
     timestamps that cvdiag itself made or sanitized.
     """
     envelope = event["envelope"]
-    envelope["demo"] = _scrubbed_clipped(envelope["demo"], DEMO_MAX_CHARS)
+    demo = envelope["demo"]
+    written = _DEMOS.get(demo) if type(demo) is str else None
+    envelope["demo"] = written if written is not None else _written_demo(demo)
     metadata = envelope["metadata"]
-    if metadata and (
-        not _PLAIN.issuperset(map(type, metadata.values()))
-        or event["boundary"].metadata is None
-        or _has_sensitive_key(event["boundary"])
-    ):
+    if metadata and (not _PLAIN.issuperset(map(type, metadata.values())) or _walks_numbers(event["boundary"])):
         envelope["metadata"] = scrub_tree(metadata)
     edge = envelope["edge_headers"]
     if edge is not NO_EDGE_HEADERS:
@@ -354,7 +367,11 @@ PROCESSORS: list[Callable[[Any, str, dict[str, Any]], Any]] = [drop_unknown_meta
 _queue = _QueueLogger(state.writer, state.counters)
 
 
-def _process(envelope: dict[str, Any], boundary: Boundary, cap: int) -> list[tuple[str, dict[str, Any]]]:
+#: What a pass that asks for no accounting line returns.
+_NO_ACCOUNTING: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+
+def _process(envelope: dict[str, Any], boundary: Boundary, cap: int) -> Sequence[tuple[str, dict[str, Any]]]:
     """Run ``envelope`` through ``PROCESSORS`` and queue the line; return the accounting
     lines the pass asked for, for the caller to emit after this one."""
     accounting = boundary.metadata is None
@@ -365,9 +382,9 @@ def _process(envelope: dict[str, Any], boundary: Boundary, cap: int) -> list[tup
         for processor in PROCESSORS:
             line = processor(_queue, method, line)
     except structlog.DropEvent:  # the line is dropped; what the pass found about its keys is still told
-        return event.get("accounting", [])
+        return event.get("accounting", _NO_ACCOUNTING)
     (_queue.accounting if accounting else _queue.envelope)(line)
-    return event.get("accounting", [])
+    return event.get("accounting", _NO_ACCOUNTING)
 
 
 # --- the gate and the call --------------------------------------------------------
@@ -446,8 +463,9 @@ def emit_edge(
         return
     try:
         after = _emit(settings, boundary, metadata, outcome, duration_ms, edge_headers)
-        for name, accounted in after:  # accounting lines ask for none of their own
-            _emit(settings, name, accounted, None, None, None)
+        if after:
+            for name, accounted in after:  # accounting lines ask for none of their own
+                _emit(settings, name, accounted, None, None, None)
     except Exception:
         note_internal_error()
 
@@ -459,7 +477,7 @@ def _emit(
     outcome: str | None,
     duration_ms: int | None,
     edge_headers: Mapping[str, str | None] | None,
-) -> list[tuple[str, dict[str, Any]]]:
+) -> Sequence[tuple[str, dict[str, Any]]]:
     """Build the envelope and run it through the processors; return the accounting
     lines it asked for (to be emitted after it)."""
     if settings.strict and state.pending_errors:
@@ -467,7 +485,7 @@ def _emit(
     boundary = lookup(name)
     if boundary is None:
         _unknown(name, settings.strict)
-        return []
+        return _NO_ACCOUNTING
     ctx = current_context()
     accounting = boundary.metadata is None
     tier = settings.tier  # accounting lines: the global tier's cap
@@ -477,7 +495,7 @@ def _emit(
         slug = ctx.slug if ctx is not None else resolve_slug()
         tier = settings.tier_for(slug)
         if boundary.tier > tier and written_at(boundary, outcome) > tier:
-            return []
+            return _NO_ACCOUNTING
         if tier is Tier.DEBUG:
             config.count_debug_envelope()
     if ctx is not None:

@@ -22,7 +22,7 @@ from cvdiag.write import config
 from cvdiag.write._errors import error_metadata, is_cancelled
 from cvdiag.write._inflight import InFlight
 from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind, resolve_slug, unbind
-from cvdiag.write.emitter import NO_EDGE_HEADERS, active_tier, elapsed_ms, emit_edge, note_internal_error
+from cvdiag.write.emitter import NO_EDGE_HEADERS, elapsed_ms, emit_edge, note_internal_error
 from cvdiag.write.scrubber import SCAN_LIMIT, scrub_clipped
 
 #: The defaults of ``CvdiagMiddleware``'s options.
@@ -152,15 +152,17 @@ class CvdiagMiddleware:
         self._in_flight = InFlight()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan" and _SCOPE_MARK not in scope:
+        kind = scope["type"]
+        if kind == "lifespan" and _SCOPE_MARK not in scope:
             scope[_SCOPE_MARK] = True
             await self.app(scope, self._in_flight.receive(receive), self._in_flight.send(send))
             return
+        settings = config.get_settings()
         if (
-            scope["type"] != "http"
-            or not config.get_settings().enabled
+            kind != "http"
+            or not settings.enabled
             or _SCOPE_MARK in scope
-            or self._excluded(scope.get("path", ""))
+            or (self.exclude_paths and self._excluded(scope.get("path", "")))
         ):
             await self.app(scope, receive, send)
             return
@@ -178,7 +180,7 @@ class CvdiagMiddleware:
             # Resolved once per request: the per-chunk path must stay a counter unless
             # debug is on. The emitter re-checks every envelope, so lowering the tier
             # still takes effect at once; raising it applies from the next request.
-            tier = active_tier(ctx.slug) or Tier.DEFAULT
+            tier = settings.tier_for(ctx.slug)
             if tier is not Tier.DEFAULT:
                 _emit_ingress(scope, found, adopted)
             await _Responder(self, ctx, tier, start_ns)(scope, receive, send)
@@ -186,8 +188,6 @@ class CvdiagMiddleware:
             unbind(tokens)
 
     def _excluded(self, path: str) -> bool:
-        if not self.exclude_paths:
-            return False
         path = path.rstrip("/") or "/"
         return path in self.exclude_paths or any(path.startswith(p + "/") for p in self.exclude_paths if p != "/")
 
@@ -244,6 +244,7 @@ class _Responder:
         "start_ns",
         "started",
         "status",
+        "streaming",
         "tier",
     )
 
@@ -256,7 +257,7 @@ class _Responder:
         self.declared_length: int | None = None
         self.is_sse = False
         self.edge: Mapping[str, str | None] = NO_EDGE_HEADERS
-        self.started = self.first_byte = self.finished = self.disconnected = self.ended = False
+        self.started = self.first_byte = self.finished = self.disconnected = self.ended = self.streaming = False
         self.bytes_sent = self.sse_events = self.sse_sequence = 0
         #: When the client had the whole response (a background task may run after it).
         self.finished_ms = 0
@@ -289,6 +290,19 @@ class _Responder:
         return message
 
     async def send(self, message: Message) -> None:
+        if self.streaming and message.get("more_body", False) and message.get("type") == "http.response.body":
+            # The middle of a body at a tier that writes nothing per chunk: a counter only.
+            body = message.get("body") or b""
+            try:
+                await self.server_send(message)
+            except OSError:  # as below
+                self.disconnected = True
+                raise
+            self.bytes_sent += len(body)
+            if body and self.is_sse:
+                self.sse_events += 1
+            return
+        # Anything else is observed in full (in this frame: one more coroutine per message costs).
         kind = message.get("type")
         original = message
         try:
@@ -340,6 +354,7 @@ class _Responder:
             self.declared_length = _content_length(picked.get(_CONTENT_LENGTH))
             self.is_sse = picked.get(_CONTENT_TYPE, b"").startswith(_EVENT_STREAM)
             self.edge = _edge_headers(picked)
+            self.streaming = self.tier is Tier.DEFAULT  # no first_byte line to write
             if middleware.echo_test_id and middleware.test_id_header not in picked:
                 headers.append((middleware.test_id_header, self.ctx.test_id.encode()))
                 message = {**message, "headers": headers}
@@ -349,6 +364,7 @@ class _Responder:
             body = message.get("body", b"") if kind == "http.response.body" else b"file"
             if body and not self.first_byte:
                 self.first_byte = True
+                self.streaming = self.tier is not Tier.DEBUG  # debug writes an event per chunk
                 if self.tier is not Tier.DEFAULT:
                     emit_edge(
                         "backend.sse.first_byte",
@@ -378,12 +394,13 @@ class _Responder:
         if self.ended:
             return
         self.ended = True
-        elapsed = elapsed_ms(self.start_ns)
-        cancelled = is_cancelled(error)
+        # Only a request that did not end well writes a line that needs the time now.
+        elapsed = 0 if error is None and self.finished and not self.disconnected else elapsed_ms(self.start_ns)
+        cancelled = error is not None and is_cancelled(error)
         # Only the server can say the client left: http.disconnect, its send failing, or
         # Starlette's ClientDisconnect. An OSError of the app's own (a provider dropping
         # its upstream connection) is the app's failure: chunk_error.
-        gone = self.disconnected or isinstance(error, ClientDisconnect)
+        gone = self.disconnected or (error is not None and isinstance(error, ClientDisconnect))
         # The app's own exception, which backend.error.caught explains.
         caught = error if isinstance(error, Exception) and not gone else None
         if error is not None or gone or not self.finished or self.status >= 500:
