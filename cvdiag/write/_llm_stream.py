@@ -58,11 +58,12 @@ _DECODE = methodcaller("decode", "utf-8", "replace")
 
 @dataclass(frozen=True, slots=True)
 class _Key:
-    """A key whose string values are output: the key, its compact form ``"key":"``, and the
-    pattern that reads it in any form."""
+    """A key whose string values are output: the key, the two forms its string values take
+    (``"key":"`` from OpenAI and Anthropic, ``"key": "`` from Gemini), and the pattern that
+    reads it in any form."""
 
     key: bytes
-    compact: bytes
+    forms: tuple[bytes, bytes]
     pattern: re.Pattern[bytes]
 
 
@@ -70,7 +71,7 @@ def _strings(*keys: str) -> tuple[_Key, ...]:
     found = []
     for k in keys:
         key = b'"' + k.encode() + b'"'
-        found.append(_Key(key, key + b':"', re.compile(re.escape(key) + _STRING)))
+        found.append(_Key(key, (key + b':"', key + b': "'), re.compile(re.escape(key) + _STRING)))
     return tuple(found)
 
 
@@ -217,16 +218,20 @@ def _all_chars(raws: list[bytes]) -> int:
 def _output_chars(block: bytes, key: _Key) -> int:
     """Characters of every string value of ``key`` in ``block`` (escapes decoded).
 
-    When every value has the compact form (``"key":"``, as OpenAI and Anthropic send it),
-    the block is split there and each body cut at its closing quote by a ``map`` of
-    ``partition``, and measured joined: all in C, no Python loop per event. Escaped bodies
-    (where the cut may have stopped at ``\\"``) are read again by ``_BODY`` and decoded by
-    one ``json.loads``. Any other form in the block (spaces, a value that is not a string)
-    sends the whole block through the key's pattern."""
-    parts = block.split(key.compact)
-    del parts[0]
-    if block.count(key.key) != len(parts):
+    When every value in the block has one of the key's two usual forms, the block is split
+    there and each body cut at its closing quote by a ``map`` of ``partition``, and measured
+    joined: all in C, no Python loop per event. Escaped bodies (where the cut may have
+    stopped at ``\\"``) are read again by ``_BODY`` and decoded by one ``json.loads``. Any
+    other mix (a value that is not a string, other spaces) sends the whole block through
+    the key's pattern."""
+    count = block.count(key.key)
+    for form in key.forms:
+        parts = block.split(form)
+        if len(parts) == count + 1:
+            break
+    else:
         return _all_chars([m[1] for m in key.pattern.finditer(block)])
+    del parts[0]
     if parts and b'"' not in parts[-1]:
         del parts[-1]  # no closing quote: not a string value
     values = list(map(_FIRST, map(bytes.partition, parts, _QUOTE)))
@@ -239,6 +244,18 @@ def _output_chars(block: bytes, key: _Key) -> int:
         joined = b"".join(values)
     total = len(joined) if joined.isascii() else sum(map(len, map(_DECODE, values)))
     return total + _all_chars(odd) if odd else total
+
+
+def _last(pattern: re.Pattern[bytes], block: bytes) -> re.Match[bytes] | None:
+    """The last match of ``pattern`` (which starts with a quoted key) in ``block``: tried at
+    the key's last place first, so a fact every event repeats (Gemini's usage) costs one
+    search from the end rather than a regex pass over the block."""
+    key = pattern.pattern[: pattern.pattern.index(b'"', 1) + 1]
+    match = pattern.match(block, max(block.rfind(key), 0))
+    if match is None:
+        for match in pattern.finditer(block):  # noqa: B007 - the last one is wanted
+            pass
+    return match
 
 
 def _inflater(encoding: str | None) -> Any:
@@ -455,7 +472,8 @@ class AnswerReader:
             self.output_chars = (self.output_chars or 0) + total
         if d.finish is not None and d.finish_key in block:
             if block.count(d.finish_key) != block.count(d.finish_null):  # a reason, not only nulls
-                for match in d.finish.finditer(block):
+                match = _last(d.finish, block)
+                if match is not None:
                     self.finish_reason = match.group(1).decode("ascii")
             if d.finish_ends:
                 self.terminal = True
@@ -481,9 +499,11 @@ class AnswerReader:
 
     def _usage(self, block: bytes) -> None:
         d = self._dialect
-        for match in d.prompt_tokens.finditer(block):
+        match = _last(d.prompt_tokens, block)
+        if match is not None:
             self.prompt_tokens = int(match.group(1))
-        for match in d.completion_tokens.finditer(block):
+        match = _last(d.completion_tokens, block)
+        if match is not None:
             self.completion_tokens = int(match.group(1))
 
     def _data_lines(self, block: bytes) -> list[Any]:
