@@ -279,6 +279,7 @@ class AnswerReader:
     """
 
     __slots__ = (
+        "_batching",
         "_cr",
         "_dialect",
         "_inflate",
@@ -312,6 +313,7 @@ class AnswerReader:
         self._raw_deflate = (encoding or "").strip().lower() == "deflate"
         self._tail = b""
         self._cr = False
+        self._batching = False
         self._pending: list[bytes] = []
         self._pending_size = 0
         self._json: list[bytes] | None = [] if not event_stream else None
@@ -331,6 +333,15 @@ class AnswerReader:
 
     def feed(self, data: bytes) -> None:
         """Read the next raw bytes of the body (still content-encoded)."""
+        if self._batching:
+            # The hot path: a plain event stream whose output has begun (the first-token
+            # time is taken). Bytes wait in a batch, so the fixed cost of reading is paid
+            # per batch, not per event.
+            self._pending.append(data)
+            self._pending_size += len(data)
+            if self._pending_size >= _BATCH:
+                self.flush()
+            return
         if not self.readable or not data:
             return
         if self._inflate is None:
@@ -398,14 +409,6 @@ class AnswerReader:
     # -- event streams -------------------------------------------------------------------
 
     def _take(self, data: bytes) -> None:
-        if self.output_chars and self.event_stream:
-            # Output has begun (the first-token time is taken): later bytes are read in
-            # batches, so the fixed cost of a scan is paid per batch, not per event.
-            self._pending.append(data)
-            self._pending_size += len(data)
-            if self._pending_size >= _BATCH:
-                self.flush()
-            return
         if not data:
             return
         if not self.event_stream:
@@ -453,7 +456,8 @@ class AnswerReader:
             data = b"".join(self._pending)
             self._pending = []
             self._pending_size = 0
-            self._lines(data)
+            if self.readable:
+                self._lines(data)
 
     def _clip(self, line: bytes) -> bytes:
         """An over-long unfinished line keeps its head and tail, a newline between them."""
@@ -470,6 +474,7 @@ class AnswerReader:
                 total += _output_chars(block, key)
         if total:
             self.output_chars = (self.output_chars or 0) + total
+            self._batching = self._inflate is None and self.readable
         if d.finish is not None and d.finish_key in block:
             if block.count(d.finish_key) != block.count(d.finish_null):  # a reason, not only nulls
                 match = _last(d.finish, block)
