@@ -504,3 +504,44 @@ def test_a_reader_that_breaks_never_reaches_the_caller(server, monkeypatch):
         assert _requests_read(server.url, "iter_content") == RECORDED
     assert [c["outcome"] for c in cap.llm_responses()] == ["ok", "ok"]  # whole bodies, facts unknown
     assert cvdiag.stats()["internal_errors"] >= 2
+
+
+def test_a_wrapper_put_over_ours_stays_after_uninstrument_and_ours_passes_through(server):
+    from aiohttp import ClientSession
+    from urllib3.connectionpool import HTTPConnectionPool
+
+    cvdiag.uninstrument()
+    bare = (ClientSession._request, HTTPConnectionPool.urlopen)
+    cvdiag.instrument()
+    ours = (ClientSession._request, HTTPConnectionPool.urlopen)
+    seen: list[str] = []
+
+    async def their_request(self, *args, **kwargs):
+        seen.append("aiohttp")
+        return await ours[0](self, *args, **kwargs)
+
+    def their_urlopen(self, *args, **kwargs):
+        seen.append("urllib3")
+        return ours[1](self, *args, **kwargs)
+
+    ClientSession._request, HTTPConnectionPool.urlopen = their_request, their_urlopen
+    try:
+        cvdiag.uninstrument()
+        assert (ClientSession._request, HTTPConnectionPool.urlopen) == (their_request, their_urlopen)
+        server.plan("/echo", Reply.json(b"{}"))
+        with cvdiag.request_context(test_id="t-under-theirs"):
+            requests.get(server.url + "/echo")
+            assert "x-test-id" not in server.requests[-1][1]  # ours is off: it only passes through
+
+            async def one() -> None:
+                async with aiohttp.ClientSession() as session, session.get(server.url + "/echo") as response:
+                    await response.read()
+
+            asyncio.run(one())
+            assert "x-test-id" not in server.requests[-1][1]
+        assert seen == ["urllib3", "aiohttp"]
+        cvdiag.instrument()  # ours again, over theirs: theirs is what it calls
+        assert ClientSession._request is ours[0] and HTTPConnectionPool.urlopen is ours[1]
+    finally:
+        cvdiag.uninstrument()
+        ClientSession._request, HTTPConnectionPool.urlopen = bare

@@ -33,6 +33,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from cvdiag.write import _llm_capture
+from cvdiag.write._method_hook import MethodHook
 from cvdiag.write._outgoing import Outgoing, as_bytes, missing_headers
 from cvdiag.write.emitter import note_internal_error
 
@@ -41,35 +42,17 @@ __all__ = ["CLIENT", "install", "uninstall"]
 CLIENT = "aiohttp"
 
 
-class _State:
-    __slots__ = ("llm", "on", "original")
-
-    def __init__(self) -> None:
-        self.on = False
-        self.llm = False
-        self.original: Any = None
-
-
-state = _State()
 #: id(StreamReader) -> its exchange, while the body is being received.
 _watching: dict[int, Any] = {}
 
 
 def install(*, llm: bool) -> bool:
     """Wrap ``ClientSession._request`` (once); True when this call wrapped it."""
-    state.llm, state.on = llm, True
-    current = ClientSession.__dict__["_request"]
-    if current is _request:
-        return False
-    state.original = current
-    ClientSession._request = _request  # type: ignore[method-assign]
-    return True
+    return state.install(llm=llm)
 
 
 def uninstall() -> None:
-    state.on = False
-    if ClientSession.__dict__.get("_request") is _request:
-        ClientSession._request = state.original  # type: ignore[method-assign]
+    state.uninstall()
 
 
 async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> Any:
@@ -104,6 +87,9 @@ async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> An
         raise
     _watch(response, exchange, self.auto_decompress)
     return response
+
+
+state = MethodHook(ClientSession, "_request", _request)
 
 
 def _names(headers: Any, defaults: Any) -> list[str]:

@@ -8,10 +8,15 @@ terminal event. It never holds the whole body: a server-sent-event stream is sca
 line block by line block with only the unfinished last line kept (capped); a JSON body
 is kept up to ``JSON_CAP`` bytes and parsed once at the end.
 
-The per-chunk path is the hot one (an SDK streams hundreds of events per answer), so a
-block is scanned with C-level ``bytes`` searches and one compiled regex per fact, and
-``json.loads`` runs only on the rare events that need it (errors, Gemini tool calls).
-Content-Encoding gzip and deflate are inflated here, for reading only, in bounded steps.
+The per-chunk path is the hot one (an SDK streams hundreds of events per answer, and a
+bare client spends only a few µs on each). Until the first output is seen every chunk is
+read at once (its time is the first-token time); after that a chunk is only appended to
+a batch, and a batch of about 16 KiB is read in one go. A batch is read with C-level
+``bytes`` operations over the whole block (``split`` on a key, ``map`` of ``find`` and
+slices, one ``json.loads`` for all escaped strings at once): no Python loop runs per
+event. Regexes and ``json.loads`` of whole events run only where a fact is (the final
+event's finish reason and usage, errors, Gemini tool calls). Content-Encoding gzip and
+deflate are inflated here, for reading only, in bounded steps.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import json
 import re
 import zlib
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import itemgetter, methodcaller, not_
 from typing import Any
 
 from cvdiag.contract.schema import LLM_APIS, LLM_TEXT_MAX_CHARS
@@ -40,14 +47,32 @@ _BATCH = 1 << 14
 # Kept longer than written (LLM_TEXT_MAX_CHARS): the capture scrubs it first, then cuts.
 _ERROR_TYPE_MAX = 8 * LLM_TEXT_MAX_CHARS
 
-# A JSON string value: group 1 is its body (escapes kept).
-_STRING = rb'\s*:\s*"((?:[^"\\]|\\.)*)"'
+# A JSON string value: group 1 is its body (escapes kept); and a body after its opening quote.
+_STRING = rb'\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"'
+_BODY = re.compile(rb'([^"\\]*(?:\\.[^"\\]*)*)"')
+# Constant arguments for ``map`` over the pieces of a block (``repeat`` never runs out).
+_QUOTE, _BACKSLASH = repeat(b'"'), repeat(b"\\")
+_FIRST = itemgetter(0)
+_DECODE = methodcaller("decode", "utf-8", "replace")
 
 
-def _strings(*keys: str) -> tuple[tuple[bytes, re.Pattern[bytes]], ...]:
-    """(prefilter, pattern) per key: a key absent from a block costs one ``in`` test, and a
-    pattern with a literal prefix is found by the regex engine's fast prefix scan."""
-    return tuple((b'"' + k.encode() + b'"', re.compile(rb'"' + re.escape(k).encode() + rb'"' + _STRING)) for k in keys)
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """A key whose string values are output: the key, the two forms its string values take
+    (``"key":"`` from OpenAI and Anthropic, ``"key": "`` from Gemini), and the pattern that
+    reads it in any form."""
+
+    key: bytes
+    forms: tuple[bytes, bytes]
+    pattern: re.Pattern[bytes]
+
+
+def _strings(*keys: str) -> tuple[_Key, ...]:
+    found = []
+    for k in keys:
+        key = b'"' + k.encode() + b'"'
+        found.append(_Key(key, (key + b':"', key + b': "'), re.compile(re.escape(key) + _STRING)))
+    return tuple(found)
 
 
 def _int_re(key: str) -> re.Pattern[bytes]:
@@ -62,9 +87,11 @@ def _word_re(key: str) -> re.Pattern[bytes]:
 class _Dialect:
     """How one provider's event stream says what ``AnswerReader`` records."""
 
-    output: tuple[tuple[bytes, re.Pattern[bytes]], ...]  # strings of generated text and tool-call arguments
+    output: tuple[_Key, ...]  # keys of the strings of generated text and tool-call arguments
     finish: re.Pattern[bytes] | None
     finish_key: bytes
+    #: The finish key with no reason yet (every chat event has one): no regex needed.
+    finish_null: bytes
     prompt_tokens: re.Pattern[bytes]
     completion_tokens: re.Pattern[bytes]
     usage_key: bytes
@@ -87,6 +114,7 @@ _DIALECTS: dict[str, _Dialect] = {
         output=_strings("content", "arguments", "refusal"),
         finish=_word_re("finish_reason"),
         finish_key=b'"finish_reason"',
+        finish_null=b'"finish_reason":null',
         terminals=_OPENAI_DONE,
         **_OPENAI_USAGE,  # type: ignore[arg-type]
     ),
@@ -94,6 +122,7 @@ _DIALECTS: dict[str, _Dialect] = {
         output=_strings("text"),
         finish=_word_re("finish_reason"),
         finish_key=b'"finish_reason"',
+        finish_null=b'"finish_reason":null',
         terminals=_OPENAI_DONE,
         **_OPENAI_USAGE,  # type: ignore[arg-type]
     ),
@@ -101,6 +130,7 @@ _DIALECTS: dict[str, _Dialect] = {
         output=_strings("delta"),
         finish=None,
         finish_key=b"",
+        finish_null=b"",
         prompt_tokens=_int_re("input_tokens"),
         completion_tokens=_int_re("output_tokens"),
         usage_key=b"_tokens",
@@ -115,6 +145,7 @@ _DIALECTS: dict[str, _Dialect] = {
         output=_strings("text", "partial_json", "thinking"),
         finish=_word_re("stop_reason"),
         finish_key=b'"stop_reason"',
+        finish_null=b'"stop_reason":null',
         prompt_tokens=_int_re("input_tokens"),
         completion_tokens=_int_re("output_tokens"),
         usage_key=b"_tokens",
@@ -124,6 +155,7 @@ _DIALECTS: dict[str, _Dialect] = {
         output=_strings("text"),
         finish=_word_re("finishReason"),
         finish_key=b'"finishReason"',
+        finish_null=b'"finishReason":null',
         prompt_tokens=_int_re("promptTokenCount"),
         completion_tokens=_int_re("candidatesTokenCount"),
         usage_key=b"TokenCount",
@@ -175,6 +207,57 @@ def _chars(raw: bytes) -> int:
         return len(raw)
 
 
+def _all_chars(raws: list[bytes]) -> int:
+    """``sum(map(_chars, raws))``, with one ``json.loads`` for all of them when they all parse."""
+    try:
+        return sum(map(len, json.loads(b'["' + b'","'.join(raws) + b'"]')))
+    except (ValueError, TypeError):
+        return sum(map(_chars, raws))
+
+
+def _output_chars(block: bytes, key: _Key) -> int:
+    """Characters of every string value of ``key`` in ``block`` (escapes decoded).
+
+    When every value in the block has one of the key's two usual forms, the block is split
+    there and each body cut at its closing quote by a ``map`` of ``partition``, and measured
+    joined: all in C, no Python loop per event. Escaped bodies (where the cut may have
+    stopped at ``\\"``) are read again by ``_BODY`` and decoded by one ``json.loads``. Any
+    other mix (a value that is not a string, other spaces) sends the whole block through
+    the key's pattern."""
+    count = block.count(key.key)
+    for form in key.forms:
+        parts = block.split(form)
+        if len(parts) == count + 1:
+            break
+    else:
+        return _all_chars([m[1] for m in key.pattern.finditer(block)])
+    del parts[0]
+    if parts and b'"' not in parts[-1]:
+        del parts[-1]  # no closing quote: not a string value
+    values = list(map(_FIRST, map(bytes.partition, parts, _QUOTE)))
+    joined = b"".join(values)
+    odd: list[bytes] = []
+    if b"\\" in joined:  # an escape, maybe an escaped quote the cut stopped at
+        escaped = list(map(bytes.__contains__, values, _BACKSLASH))
+        odd = [m[1] for m in map(_BODY.match, compress(parts, escaped)) if m]
+        values = list(compress(values, map(not_, escaped)))
+        joined = b"".join(values)
+    total = len(joined) if joined.isascii() else sum(map(len, map(_DECODE, values)))
+    return total + _all_chars(odd) if odd else total
+
+
+def _last(pattern: re.Pattern[bytes], block: bytes) -> re.Match[bytes] | None:
+    """The last match of ``pattern`` (which starts with a quoted key) in ``block``: tried at
+    the key's last place first, so a fact every event repeats (Gemini's usage) costs one
+    search from the end rather than a regex pass over the block."""
+    key = pattern.pattern[: pattern.pattern.index(b'"', 1) + 1]
+    match = pattern.match(block, max(block.rfind(key), 0))
+    if match is None:
+        for match in pattern.finditer(block):  # noqa: B007 - the last one is wanted
+            pass
+    return match
+
+
 def _inflater(encoding: str | None) -> Any:
     """A zlib decompressor for the body's Content-Encoding; None when plain; False when unreadable."""
     enc = (encoding or "").strip().lower()
@@ -196,6 +279,7 @@ class AnswerReader:
     """
 
     __slots__ = (
+        "_batching",
         "_cr",
         "_dialect",
         "_inflate",
@@ -229,6 +313,7 @@ class AnswerReader:
         self._raw_deflate = (encoding or "").strip().lower() == "deflate"
         self._tail = b""
         self._cr = False
+        self._batching = False
         self._pending: list[bytes] = []
         self._pending_size = 0
         self._json: list[bytes] | None = [] if not event_stream else None
@@ -248,6 +333,15 @@ class AnswerReader:
 
     def feed(self, data: bytes) -> None:
         """Read the next raw bytes of the body (still content-encoded)."""
+        if self._batching:
+            # The hot path: a plain event stream whose output has begun (the first-token
+            # time is taken). Bytes wait in a batch, so the fixed cost of reading is paid
+            # per batch, not per event.
+            self._pending.append(data)
+            self._pending_size += len(data)
+            if self._pending_size >= _BATCH:
+                self.flush()
+            return
         if not self.readable or not data:
             return
         if self._inflate is None:
@@ -327,6 +421,10 @@ class AnswerReader:
                 else:
                     pieces.append(data)
             return
+        self._lines(data)
+
+    def _lines(self, data: bytes) -> None:
+        """Read the whole lines of ``data`` (after the unfinished line kept from before)."""
         if self._cr or b"\r" in data:
             data = self._lf(data)
         tail = self._tail
@@ -342,16 +440,6 @@ class AnswerReader:
             rest = data[cut:]
             self._tail = rest if len(rest) <= LINE_CAP else self._clip(rest)
             data = data[:cut]
-        if self.output_chars:
-            # Output has begun (the first-token time is taken): later blocks are read in
-            # batches, so the fixed cost of a scan is paid per batch, not per event.
-            self._pending.append(data)
-            self._pending_size += len(data)
-            if self._pending_size < _BATCH:
-                return
-            data = b"".join(self._pending)
-            self._pending = []
-            self._pending_size = 0
         self._scan(data)
 
     def _lf(self, data: bytes) -> bytes:
@@ -363,12 +451,13 @@ class AnswerReader:
         return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
     def flush(self) -> None:
-        """Read the blocks still waiting in the batch (before the facts are looked at)."""
+        """Read the bytes still waiting in the batch (before the facts are looked at)."""
         if self._pending:
             data = b"".join(self._pending)
             self._pending = []
             self._pending_size = 0
-            self._scan(data)
+            if self.readable:
+                self._lines(data)
 
     def _clip(self, line: bytes) -> bytes:
         """An over-long unfinished line keeps its head and tail, a newline between them."""
@@ -380,17 +469,17 @@ class AnswerReader:
         d = self._dialect
         self.chunks += block.count(b"\ndata:") + block.startswith(b"data:")
         total = 0
-        for key, pattern in d.output:
-            if key in block:
-                for match in pattern.finditer(block):
-                    raw = match.group(1)
-                    if raw:
-                        total += _chars(raw)
+        for key in d.output:
+            if key.key in block:
+                total += _output_chars(block, key)
         if total:
             self.output_chars = (self.output_chars or 0) + total
+            self._batching = self._inflate is None and self.readable
         if d.finish is not None and d.finish_key in block:
-            for match in d.finish.finditer(block):
-                self.finish_reason = match.group(1).decode("ascii")
+            if block.count(d.finish_key) != block.count(d.finish_null):  # a reason, not only nulls
+                match = _last(d.finish, block)
+                if match is not None:
+                    self.finish_reason = match.group(1).decode("ascii")
             if d.finish_ends:
                 self.terminal = True
         if d.usage_key in block:
@@ -415,9 +504,11 @@ class AnswerReader:
 
     def _usage(self, block: bytes) -> None:
         d = self._dialect
-        for match in d.prompt_tokens.finditer(block):
+        match = _last(d.prompt_tokens, block)
+        if match is not None:
             self.prompt_tokens = int(match.group(1))
-        for match in d.completion_tokens.finditer(block):
+        match = _last(d.completion_tokens, block)
+        if match is not None:
             self.completion_tokens = int(match.group(1))
 
     def _data_lines(self, block: bytes) -> list[Any]:

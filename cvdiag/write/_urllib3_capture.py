@@ -32,6 +32,7 @@ from urllib3.util.url import parse_url
 
 from cvdiag.write import _bedrock, _llm_capture
 from cvdiag.write._errors import CANCELLED
+from cvdiag.write._method_hook import MethodHook
 from cvdiag.write._outgoing import Outgoing, as_bytes, missing_headers
 from cvdiag.write.emitter import note_internal_error
 
@@ -43,17 +44,6 @@ _BUSY = "_cvdiag_reading_in"
 _RETRY_HEADER = "x-stainless-retry-count"
 
 
-class _State:
-    __slots__ = ("bedrock", "llm", "on", "original")
-
-    def __init__(self) -> None:
-        self.on = False
-        self.llm = False
-        self.bedrock = True
-        self.original: Any = None
-
-
-state = _State()
 #: Set while a watched ``urlopen`` runs in this thread: urllib3's own retries and
 #: redirects re-enter ``urlopen``, and they belong to the attempt already open.
 _inside = threading.local()
@@ -61,20 +51,11 @@ _inside = threading.local()
 
 def install(*, llm: bool, bedrock: bool) -> bool:
     """Wrap ``HTTPConnectionPool.urlopen`` (once); True when this call wrapped it."""
-    state.llm, state.bedrock, state.on = llm, bedrock, True
-    current = HTTPConnectionPool.__dict__["urlopen"]
-    if current is _urlopen:
-        return False
-    state.original = current
-    HTTPConnectionPool.urlopen = _urlopen  # type: ignore[method-assign]
-    return True
+    return state.install(llm=llm, bedrock=bedrock)
 
 
 def uninstall() -> None:
-    """Restore ``urlopen`` (unless someone wrapped ours since: then ours passes through)."""
-    state.on = False
-    if HTTPConnectionPool.__dict__.get("urlopen") is _urlopen:
-        HTTPConnectionPool.urlopen = state.original  # type: ignore[method-assign]
+    state.uninstall()
 
 
 def _urlopen(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
@@ -108,6 +89,9 @@ def _urlopen(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any
         _inside.busy = False
     _watch(response, exchange, operation, preload)
     return response
+
+
+state = MethodHook(HTTPConnectionPool, "urlopen", _urlopen)
 
 
 def _body_and_headers(pool: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any]:
