@@ -35,12 +35,14 @@ EVIDENCE_BUDGET = _budget(os.environ.get("CVDIAG_EVIDENCE_BUDGET"))
 @dataclass(frozen=True, slots=True)
 class Diagnosing:
     """What one process diagnoses: the tests ``share`` owns, judged against ``log_end``
-    (None: the end of what the share reads); ``keep_json`` keeps each whole verdict."""
+    (None: the end of what the share reads); ``keep_json`` keeps each whole verdict;
+    ``keep_lines``: what a report needs beyond the rows (``fold.Kept``)."""
 
     share: Share
     slow_s: float
     log_end: float | None
     keep_json: bool
+    keep_lines: int = 0
 
 
 def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float | None]:
@@ -50,7 +52,7 @@ def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float
 
     share = task.share
     owns = share.owns()
-    first = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET)
+    first = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, keep_lines=task.keep_lines)
     first.read(share.windows(by_range=False), share.progress, count=share.part == 0)
     end = task.log_end if task.log_end is not None else first.latest
     verdicts: dict[bytes, Any] = {}
@@ -61,7 +63,7 @@ def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float
             break
         folder = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, only=folder.deferred, fold_aggs=False)
         folder.read(share.windows(by_range=False), None, count=False)
-    return fold.rows_of(first.aggs, verdicts), first.tally, first.latest
+    return fold.rows_of(first.aggs, verdicts, first.kept), first.tally, first.latest
 
 
 def _verdicts(evidence: dict[bytes, Any], slow_s: float, log_end: float | None, keep_json: bool) -> dict[bytes, Any]:

@@ -20,8 +20,10 @@ evidence, ``_diagnosing``'s.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
+from array import array
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -124,6 +126,10 @@ _TERMINAL_BITS = {
     b"backend.error.caught": _ERROR,
 }
 _MAX_SLUGS = 4
+#: The LLM call envelope whose ``duration_ms`` a report adds up per test (``Kept.llm_ms``).
+_LLM_RESPONSE_TEXT = "backend.llm.call.response"
+_LLM_RESPONSE = _LLM_RESPONSE_TEXT.encode()
+_FAR_MS = 1e15  # about 30,000 years: any duration past it is junk, not a time
 #: Test ids folded, whatever the log: each costs about 1 KB, and a log of a million
 #: made-up ids (a few MB of gzip) cost 1.2 GB. Later ids are counted and left out.
 MAX_TESTS = int(os.environ.get("CVDIAG_MAX_TESTS", 100_000))
@@ -134,6 +140,42 @@ _CV, _SV = MARKERS
 def _accounting(boundary: bytes) -> bool:
     """``is_accounting`` of a boundary found as bytes (a log has a few dozen)."""
     return is_accounting(boundary.decode("utf-8", "replace"))
+
+
+def finite_ms(value: Any) -> float | None:
+    """A finite number of milliseconds, or None: a log can hold 1e308, and two of them add up to inf."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) and abs(value) < _FAR_MS else None
+
+
+def _parsed(raw: Any) -> dict[str, Any] | None:
+    try:
+        env = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return coerce(env) if type(env) is dict else None
+
+
+class Kept:
+    """What a report needs of one test beyond its row, kept by a ``Fold`` given
+    ``keep_lines``: where its first envelopes are (``places``: block, start, end of each,
+    so the tests shown in detail are read again line by line, not the whole log), how
+    many more there are, and the time its LLM calls took."""
+
+    __slots__ = ("llm_ms", "more", "places")
+
+    def __init__(self) -> None:
+        self.places = array("q")
+        self.more = 0
+        self.llm_ms: float | None = None
+
+    def __getstate__(self) -> tuple:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setstate__(self, state: tuple) -> None:
+        for k, v in zip(self.__slots__, state, strict=True):
+            setattr(self, k, v)
 
 
 class Agg:
@@ -210,6 +252,7 @@ class Fold:
         budget: int | None = None,
         only: set[bytes] | None = None,
         fold_aggs: bool = True,
+        keep_lines: int = 0,
     ) -> None:
         self.aggs: dict[bytes, Agg] = {}
         self.evidence: dict[bytes, Any] = {}
@@ -223,12 +266,15 @@ class Fold:
         self.max_tests = MAX_TESTS
         self._head_only: dict[bytes, bool] = {}  # boundary -> may go to Evidence.add_head
         self.parsed = 0  # lines read by the general parser, not the canonical head
+        self.keep_lines = keep_lines
+        self.kept: dict[bytes, Kept] | None = {} if keep_lines else None
 
     def _plain(self, boundary: bytes) -> bool:
         plain = self._head_only.get(boundary)
         if plain is None:
             add_head = getattr(self.evidence_cls, "add_head", None)
             plain = add_head is not None and not self.evidence_cls.needs_body(boundary.decode("utf-8", "replace"))
+            plain = plain and not (self.kept is not None and boundary == _LLM_RESPONSE)  # its duration is kept
             if len(self._head_only) < 4096:
                 self._head_only[boundary] = plain
         return plain
@@ -278,8 +324,8 @@ class Fold:
 
     def read(self, windows: Iterable[Window], progress: Callable[[int], None] | None = None, *, count: bool) -> None:
         """Fold every window (``split.Share.windows``); ``count``: tally malformed lines."""
-        for buf, name, a, b, base in windows:
-            self.buffer(buf, name, a, b, count_malformed=count, base_line=base)
+        for buf, name, a, b, base, block in windows:
+            self.buffer(buf, name, a, b, count_malformed=count, base_line=base, block=block)
             if progress is not None:
                 progress(b - a)
 
@@ -291,13 +337,16 @@ class Fold:
         end: int | None = None,
         count_malformed: bool = True,
         base_line: int = 1,
+        block: int = 0,
     ) -> None:
-        """Fold the lines of ``buf[start:end]``; ``start`` is 0 or the index of a newline."""
+        """Fold the lines of ``buf[start:end]``; ``start`` is 0 or the index of a newline.
+
+        ``block`` numbers ``buf`` among the buffers of the inputs, for ``kept`` places."""
         end = len(buf) if end is None else end
         find = buf.find
         counter = LineCounter(buf, base_line)
         evidence, owns, only, fold_aggs = self.evidence_cls, self.owns, self.only, self.fold_aggs
-        fold = self.fold
+        fold, kept = self.fold, self.kept
         gap = start
         # The next marker at or after `gap`; a marker before the next match means a line
         # the regex did not take, handled by `_gap`. -1: no more markers in the range.
@@ -318,7 +367,7 @@ class Fold:
                 pos = nxt
                 continue
             if -1 < cv < ms or -1 < sv < ms:
-                self._gap(buf, gap, ms, name, counter, count_malformed)
+                self._gap(buf, gap, ms, name, counter, count_malformed, block)
             gap = le
             if cv < le:
                 cv = find(_CV, le, end) if cv >= 0 else -1
@@ -328,7 +377,7 @@ class Fold:
             if buf[le - _TAIL_LEN : le] != _TAIL_FALSE and not buf[le - _TAIL_ROOM : le].rstrip().endswith(_TAILS):
                 # Not the fixed tail: maybe cut, maybe trailing colour codes; the general parser decides.
                 self._line(buf, ms + 1 if buf[ms] == 10 else buf.rfind(b"\n", start, ms) + 1, le, name, counter,
-                           count_malformed)  # fmt: skip
+                           count_malformed, block)  # fmt: skip
                 continue
             tid = fields[0]
             if (owns is not None and not owns(tid)) or (only is not None and tid not in only):
@@ -365,14 +414,22 @@ class Fold:
                 except ValueError:
                     self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
                     continue
+                if kept is not None:
+                    ls = ms + 1 if buf[ms] == 10 else buf.rfind(b"\n", start, ms) + 1
+                    if env is None and boundary == _LLM_RESPONSE:  # a deferred test's: parsed for its duration
+                        env = _parsed(buf[pos_json:le])
+                        self._keep(tid, block, ls, le, env)
+                        env = None
+                    else:
+                        self._keep(tid, block, ls, le, env)
             if env is not None:
                 ev.add(env)
             elif plain:
                 ev.add_head(layer.decode(), boundary.decode(), outcome.decode(), ts.decode(), int(mono))
         if gap < end and (cv >= 0 or sv >= 0):
-            self._gap(buf, gap, end, name, counter, count_malformed)
+            self._gap(buf, gap, end, name, counter, count_malformed, block)
 
-    def _gap(self, buf: Any, lo: int, hi: int, name: str, counter: LineCounter, count: bool) -> None:
+    def _gap(self, buf: Any, lo: int, hi: int, name: str, counter: LineCounter, count: bool, block: int) -> None:
         """The marked lines of ``buf[lo:hi]``, each through the general parser.
 
         Each marker's next position is kept until a line passes it: searching again
@@ -388,13 +445,13 @@ class Fold:
                 le = len(buf)
             if le > hi:  # the line of the next canonical match: it is folded there
                 return
-            self._line(buf, ls, le, name, counter, count)
+            self._line(buf, ls, le, name, counter, count, block)
             if 0 <= cv <= le:
                 cv = find(_CV, le + 1, hi)
             if 0 <= sv <= le:
                 sv = find(_SV, le + 1, hi)
 
-    def _line(self, buf: Any, ls: int, le: int, name: str, counter: LineCounter, count: bool) -> None:
+    def _line(self, buf: Any, ls: int, le: int, name: str, counter: LineCounter, count: bool, block: int) -> None:
         self.parsed += 1
         kind, env, _ = parse_span(buf, ls, le)
         if kind == MALFORMED:
@@ -416,9 +473,24 @@ class Fold:
             except ValueError:
                 self._malformed(counter, name, ls, "ts is not an RFC 3339 time", count)
                 return
+            if self.kept is not None:
+                self._keep(tid, block, ls, le, env)
         ev = self._evidence_for(tid) if self.evidence_cls is not None else None
         if ev is not None:
             ev.add(env)
+
+    def _keep(self, tid: bytes, block: int, ls: int, le: int, env: dict[str, Any] | None) -> None:
+        """Where the envelope at ``buf[ls:le]`` of ``tid`` is (the first ``keep_lines``), and
+        its duration when it is an LLM call's response (``env``: parsed, or None)."""
+        kept = self.kept[tid] if tid in self.kept else self.kept.setdefault(tid, Kept())  # type: ignore[index,union-attr]
+        if len(kept.places) < 3 * self.keep_lines:
+            kept.places.extend((block, ls, le))
+        else:
+            kept.more += 1
+        if env is not None and env["boundary"] == _LLM_RESPONSE_TEXT and isinstance(env.get("metadata", {}), dict):
+            d = finite_ms(env.get("duration_ms"))
+            if d is not None:
+                kept.llm_ms = (kept.llm_ms or 0.0) + d
 
     def _malformed(self, counter: LineCounter, name: str, offset: int, reason: str, count: bool) -> None:
         if count:
@@ -450,9 +522,12 @@ def merged_aggs(parts: Iterable[dict[bytes, Agg]], tally: Tally) -> dict[bytes, 
     return aggs
 
 
-def rows_of(aggs: dict[bytes, Agg], verdicts: dict[bytes, Any] | None) -> list[dict[str, Any]]:
+def rows_of(
+    aggs: dict[bytes, Agg], verdicts: dict[bytes, Any] | None, kept: dict[bytes, Kept] | None = None
+) -> list[dict[str, Any]]:
     """Rows of the tests that have more than accounting envelopes, with their class
-    (and ``_diagnosis``, the whole verdict, when it was kept) if ``verdicts`` is given."""
+    (and ``_diagnosis``, the whole verdict, when it was kept) if ``verdicts`` is given,
+    and what ``kept`` holds of them under ``_kept``."""
     rows = []
     for tid, agg in aggs.items():
         if not agg.layers:  # only accounting envelopes: about cvdiag, not about a test
@@ -463,5 +538,7 @@ def rows_of(aggs: dict[bytes, Agg], verdicts: dict[bytes, Any] | None) -> list[d
             row["class"] = v["class"] if isinstance(v, dict) else v
             if isinstance(v, dict):
                 row["_diagnosis"] = v
+        if kept is not None:
+            row["_kept"] = kept.get(tid) or Kept()
         rows.append(row)
     return rows

@@ -201,3 +201,23 @@ def tail_ts(buf: Any) -> float | None:
             continue
         best = t if best is None or t > best else best
     return best
+
+
+def envelopes_at(sources: list[Source], places: dict[int, list[tuple[int, int, Any]]]) -> Iterator[tuple[Any, Any]]:
+    """(tag, envelope) of each line at ``places``: a buffer's number among all the buffers
+    of ``sources`` (as ``split.Share.windows`` counts them) -> (start, end, tag) of lines
+    in it. The lines a pass noted are read again without searching the rest; buffers
+    past the last one named are not read at all."""
+    if not places:
+        return
+    last = max(places)
+    block = -1
+    for src in sources:
+        for buf in src.blocks():
+            block += 1
+            for ls, le, tag in places.get(block, ()):
+                kind, value, _ = parse_span(buf, ls, le)
+                if kind == ENVELOPE:
+                    yield tag, value
+            if block >= last:
+                return

@@ -84,8 +84,9 @@ def byte_ranges(buf: Any, parts: int) -> list[tuple[int, int]]:
     return list(zip(cuts, [*cuts[1:], n], strict=True))
 
 
-#: One window of a share: (buffer, source name, start, end, line number of the buffer's first line).
-Window = tuple[Any, str, int, int, int]
+#: One window of a share: (buffer, source name, start, end, line number of the buffer's
+#: first line, the buffer's number among all the buffers of the inputs).
+Window = tuple[Any, str, int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +110,16 @@ class Share:
         or every buffer whole (``owns`` then picks the tests)."""
         for src in self.sources:  # every share reads every file: one says what happened to it
             src.quiet = self.part > 0
+        block = -1
         for src in self.sources:
             base = 1
             for buf in src.blocks():
+                block += 1
                 ranges = byte_ranges(buf, self.parts) if by_range else [(0, len(buf))]
                 if by_range and self.part >= len(ranges):  # a buffer too small to split
                     continue
                 lo, hi = ranges[self.part if by_range else 0]
                 for a, b in scan.windows(buf, lo, hi):
-                    yield buf, src.name, a, b, base
+                    yield buf, src.name, a, b, base, block
                 if isinstance(buf, bytes):
                     base += buf.count(b"\n")
