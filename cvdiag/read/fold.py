@@ -482,7 +482,10 @@ class Fold:
     def _keep(self, tid: bytes, block: int, ls: int, le: int, env: dict[str, Any] | None) -> None:
         """Where the envelope at ``buf[ls:le]`` of ``tid`` is (the first ``keep_lines``), and
         its duration when it is an LLM call's response (``env``: parsed, or None)."""
-        kept = self.kept[tid] if tid in self.kept else self.kept.setdefault(tid, Kept())  # type: ignore[index,union-attr]
+        assert self.kept is not None  # only called when keeping
+        kept = self.kept.get(tid)
+        if kept is None:
+            kept = self.kept[tid] = Kept()
         if len(kept.places) < 3 * self.keep_lines:
             kept.places.extend((block, ls, le))
         else:
