@@ -9,7 +9,6 @@ This is the work of one process when ``tests`` diagnoses (``split.run_parts``): 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from cvdiag.read import fold
@@ -32,17 +31,18 @@ def _budget(raw: str | None) -> int:
 EVIDENCE_BUDGET = _budget(os.environ.get("CVDIAG_EVIDENCE_BUDGET"))
 
 
-@dataclass(frozen=True, slots=True)
 class Diagnosing:
     """What one process diagnoses: the tests ``share`` owns, judged against ``log_end``
     (None: the end of what the share reads); ``keep_json`` keeps each whole verdict;
     ``keep_lines``: what a report needs beyond the rows (``fold.Kept``)."""
 
-    share: Share
-    slow_s: float
-    log_end: float | None
-    keep_json: bool
-    keep_lines: int = 0
+    __slots__ = ("keep_json", "keep_lines", "log_end", "share", "slow_s")  # not a dataclass: see split.Share
+
+    def __init__(
+        self, share: Share, slow_s: float, log_end: float | None, keep_json: bool, keep_lines: int = 0
+    ) -> None:
+        self.share, self.slow_s, self.log_end = share, slow_s, log_end
+        self.keep_json, self.keep_lines = keep_json, keep_lines
 
 
 def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float | None]:

@@ -23,7 +23,6 @@ import functools
 import math
 import os
 import re
-from array import array
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -166,6 +165,8 @@ class Kept:
     __slots__ = ("llm_ms", "more", "places")
 
     def __init__(self) -> None:
+        from array import array  # only here: a shared library, and only ``report`` keeps places
+
         self.places = array("q")
         self.more = 0
         self.llm_ms: float | None = None

@@ -13,7 +13,6 @@ import os
 import signal
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cvdiag.read import scan
@@ -89,17 +88,20 @@ def byte_ranges(buf: Any, parts: int) -> list[tuple[int, int]]:
 Window = tuple[Any, str, int, int, int, int]
 
 
-@dataclass(frozen=True, slots=True)
 class Share:
     """Process ``part``'s share of ``parts`` of ``sources`` (part 0 of 1: all of them).
 
     ``progress`` is given to part 0 only: it reports for all, the shares being about equal.
+    A plain slotted class, not a dataclass: every ``tests`` imports this module, and
+    making a dataclass costs more than the rest of it.
     """
 
-    sources: list[Source]
-    part: int = 0
-    parts: int = 1
-    progress: Callable[[int], None] | None = None
+    __slots__ = ("part", "parts", "progress", "sources")
+
+    def __init__(
+        self, sources: list[Source], part: int = 0, parts: int = 1, progress: Callable[[int], None] | None = None
+    ) -> None:
+        self.sources, self.part, self.parts, self.progress = sources, part, parts, progress
 
     def owns(self) -> Callable[[bytes], bool] | None:
         """Which test ids this share diagnoses (None: all)."""
