@@ -348,6 +348,9 @@ class Fold:
         counter = LineCounter(buf, base_line)
         evidence, owns, only, fold_aggs = self.evidence_cls, self.owns, self.only, self.fold_aggs
         fold, kept = self.fold, self.kept
+        # Hoisted so that an envelope costs no method call for the common cases: a test
+        # already folded (or room for it), evidence already started.
+        aggs, max_tests, evidences = self.aggs, self.max_tests, self.evidence
         gap = start
         # The next marker at or after `gap`; a marker before the next match means a line
         # the regex did not take, handled by `_gap`. -1: no more markers in the range.
@@ -383,9 +386,9 @@ class Fold:
             tid = fields[0]
             if (owns is not None and not owns(tid)) or (only is not None and tid not in only):
                 continue  # another worker's or another pass's test (which counts its malformed lines)
-            if self._untracked(tid):
+            if len(aggs) >= max_tests and self._untracked(tid):
                 continue
-            ev = self._evidence_for(tid) if evidence is not None else None
+            ev = None if evidence is None else (evidences.get(tid) or self._evidence_for(tid))
             if ev is None and not fold_aggs:
                 continue
             tid, layer, boundary, slug, ts, mono, outcome = fields
