@@ -26,8 +26,8 @@ from starlette.testclient import TestClient
 
 import cvdiag
 from cvdiag.contract.schema import JAVA_PREFIX, PREFIX
+from cvdiag.read.fold import Fold
 from cvdiag.read.parsing import ENVELOPE, parse_line
-from cvdiag.read.scan import Fold
 
 TID = "d4-agno-1234"
 

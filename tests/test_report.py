@@ -132,3 +132,32 @@ def test_dash_writes_the_page_to_stdout_and_the_summary_to_stderr(log: Path, tmp
     assert result.out.startswith("<!doctype html>") and TID_ABORT in result.out
     assert "wrote the report to stdout: 4 tests, 3 failed" in result.err
     assert not (tmp_path / "-").exists() and not Path("-").exists()
+
+
+def test_the_report_reads_its_input_once_and_then_only_the_lines_it_details(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One pass gives the rows, the verdicts and where each test's envelopes are; only the
+    failed test's lines are read again (it is at the start), not the whole log a second time."""
+    from cvdiag.read import sources
+
+    envs = [*aborted(start=0.0)]
+    for i in range(300):  # passed tests after it: in the index only, never read again
+        envs += happy(f"ok-{i:04d}", start=10.0 + i)
+    log = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in envs])
+    monkeypatch.setattr(sources, "_FILE_BLOCK", 8192)  # many blocks, so a partial read shows
+    read: list[int] = []
+    blocks = sources.Source.blocks
+    monkeypatch.setattr(sources.Source, "blocks", lambda self, *a: (read.append(len(b)) or b for b in blocks(self, *a)))
+
+    doc = report_data.build(resolve_sources([str(log)]))
+
+    size = log.stat().st_size
+    assert size > 40 * 8192
+    assert sum(read) < size * 1.1, (sum(read), size)
+    (detail,) = doc["details"]
+    assert len(detail["events"]) == len(aborted())
+    assert detail["diagnosis"]["class"] == "client-disconnect"
+    rows = rows_by_id(doc)
+    assert len(rows) == 301 and rows["ok-0123"]["detail"] == -1
+    assert rows["ok-0123"]["llm_ms"] == rows["ok-0000"]["llm_ms"] > 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from cvdiag.read._workers import run_parts
+from cvdiag.read.split import run_parts
 
 
 def _dies_on_sigterm(_: int) -> bool:

@@ -6,7 +6,8 @@ it opens in headless chromium.
 
 The log comes from ``make_big_log.generate`` (its fixed seed), sized for the number of
 tests asked for. Baselines from the same run: ``cvdiag tests`` on the same log (the
-report reads it twice: rows and diagnoses, then events) and the log's own size. Load
+report reads it once for rows, diagnoses and where each test's events are, then only
+the lines of the tests it details) and the log's own size. Load
 time: navigation start to DOMContentLoaded, and to the index drawn (the page's own mark);
 then the time to open the first failed test's waterfall. Best of 3 page loads.
 """

@@ -375,7 +375,7 @@ def report(args: argparse.Namespace) -> int:
     from cvdiag.face import report as page
     from cvdiag.face import report_data
 
-    sources = _sources(args.paths, spool_stdin=True)  # read twice: tests, then events
+    sources = _sources(args.paths, spool_stdin=True)  # read again: the lines of the tests in detail
     compared = None
     if args.compare:
         from cvdiag.read.compare import compare as compare_envelopes

@@ -1,15 +1,16 @@
 """The HTML report's data: one index row per test and the events of the tests shown in
 detail, in a compact JSON-ready form that ``report`` embeds and the page draws lazily.
 
-Two passes over the inputs: ``correlate.scan_tests`` (rows and diagnoses, as ``tests``
-and ``diagnose --all`` compute them) and one ``scan.hits_in`` for the events. Each event
-is encoded as soon as it is read, so memory follows the size of the report, not of the
-log. Read side only: no emit-side import, no HTML here.
+One pass over the inputs: ``correlate.scan_tests`` gives the rows and diagnoses (as
+``tests`` and ``diagnose --all`` compute them) and, per test, its LLM time and where its
+first envelopes are (``fold.Kept``); then only the lines of the tests shown in detail are
+read again (``scan.envelopes_at``), not the whole log. Each event is encoded as soon as
+it is read, so memory follows the size of the report, not of the log. Read side only:
+no emit-side import, no HTML here.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -17,9 +18,10 @@ from typing import Any
 from cvdiag.contract.schema import EDGE_HEADERS, LAYERS
 from cvdiag.contract.timestamps import order_key, ts_seconds, wire_ts
 from cvdiag.read import correlate
+from cvdiag.read.fold import Kept, finite_ms
 from cvdiag.read.jsonout import dumps
-from cvdiag.read.parsing import COERCED, ENVELOPE, Tally, restored
-from cvdiag.read.scan import hits_in
+from cvdiag.read.parsing import COERCED, restored
+from cvdiag.read.scan import envelopes_at
 from cvdiag.read.sources import Source
 
 #: A test's events beyond this many are counted, not embedded (a debug-tier stream can
@@ -34,8 +36,6 @@ ROW_COLUMNS: tuple[str, ...] = (
 #: boundary and outcome (indexes into ``strings``), duration_ms, metadata, and the
 #: envelope's other fields when they differ from what the page can rebuild.
 EVENT_COLUMNS: tuple[str, ...] = ("t", "layer", "boundary", "outcome", "duration_ms", "metadata", "rest")
-_LLM_RESPONSE = "backend.llm.call.response"
-_FAR_MS = 1e15  # about 30,000 years: any duration past it is junk, not a time
 _REBUILT = frozenset({"schema_version", "test_id", "layer", "boundary", "outcome", "duration_ms", "metadata", "ts"})
 
 
@@ -123,13 +123,6 @@ def _wanted(row: Mapping[str, Any], all_tests: bool) -> bool:
     return all_tests or row["status"] == "fail" or row.get("class") not in (None, "ok")
 
 
-def _number(value: Any) -> float | None:
-    """A finite number, or None: a log can hold 1e308, and two of them add up to inf."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return value if math.isfinite(value) and abs(value) < _FAR_MS else None
-
-
 def build(
     sources: Sequence[Source],
     *,
@@ -148,34 +141,38 @@ def build(
     whatever their envelopes say; ``compared`` is a ``compare`` result to show, whose
     two tests get their waterfalls too."""
     scan = correlate.scan_tests(
-        list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True, progress=progress
+        list(sources),
+        classify=True,
+        slow_s=slow_s,
+        jobs=jobs,
+        keep_json=True,
+        progress=progress,
+        keep_lines=MAX_EVENTS_PER_TEST,
     )
     strings = Strings()
     detail: dict[str, _TestEvents] = {}
-    slug_of: dict[str, str] = {}
-    for row in scan.rows:
-        slug_of[row["test_id"]] = row["slug"].split(",")[0]
-        if row["test_id"] in failed:
-            row["status"] = "fail"
-        if _wanted(row, all_tests) or (compared and row["test_id"] in _compared_ids(compared)):
-            detail[row["test_id"]] = _TestEvents(round(ts_seconds(row["first_ts"]) * 1000))
     llm_ms: dict[str, float] = {}
-    tally = Tally()  # the scan counted malformed lines already
-    for hit in hits_in(list(sources), tally):
-        if hit.kind != ENVELOPE:
-            continue
-        env = hit.value
-        tid = env["test_id"]
-        if env["boundary"] == _LLM_RESPONSE and (d := _number(env.get("duration_ms"))) is not None:
-            llm_ms[tid] = llm_ms.get(tid, 0.0) + d
-        held = detail.get(tid)
-        if held is None:
-            continue
-        if len(held.events) >= MAX_EVENTS_PER_TEST:
-            held.more += 1
-            continue
+    places: dict[int, list[tuple[int, int, tuple[_TestEvents, str]]]] = {}
+    shown = _compared_ids(compared) if compared else ()
+    for row in scan.rows:
+        tid = row["test_id"]
+        kept: Kept = row.pop("_kept")
+        if kept.llm_ms is not None:
+            llm_ms[tid] = kept.llm_ms
+        if tid in failed:
+            row["status"] = "fail"
+        if _wanted(row, all_tests) or tid in shown:
+            held = detail[tid] = _TestEvents(round(ts_seconds(row["first_ts"]) * 1000))
+            held.more = kept.more  # past MAX_EVENTS_PER_TEST: counted by the scan
+            tag = (held, row["slug"].split(",")[0])
+            at = kept.places
+            for i in range(0, len(at), 3):
+                places.setdefault(at[i], []).append((at[i + 1], at[i + 2], tag))
+    for lines in places.values():
+        lines.sort(key=lambda line: line[0])  # file order: the strings table numbers names as they come
+    for (held, slug), env in envelopes_at(list(sources), places):
         try:
-            held.events.append(_encode(env, held.t0_ms, slug_of.get(tid, ""), strings))
+            held.events.append(_encode(env, held.t0_ms, slug, strings))
         except (ValueError, TypeError):  # an envelope the reader let through but cannot be drawn
             held.more += 1
     doc = _document(scan, strings, detail, llm_ms, labels or {}, all_tests, slow_s, [s.name for s in sources])
@@ -199,7 +196,7 @@ def _document(
         diag = r.get("_diagnosis") or {}
         facts = diag.get("evidence") or {}
         llm = llm_ms.get(tid)
-        if (open_s := _number(facts.get("open_llm_call_s"))) is not None:
+        if (open_s := finite_ms(facts.get("open_llm_call_s"))) is not None:
             # dated from the end of the whole log: within this test it ran at most its duration
             llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
         held = detail.get(tid)

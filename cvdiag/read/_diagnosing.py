@@ -1,18 +1,19 @@
-"""Diagnose every test of a log in bounded memory: at most a budget of tests' evidence at once.
+"""Diagnose every test of a share in bounded memory: at most a budget of tests' evidence at once.
 
 Evidence is what ``classify`` needs of a test (about 1.3 KB). A log with more tests than
-the budget costs another pass over the inputs for those left over, not more memory.
+the budget costs another pass over the share for those left over, not more memory.
+This is the work of one process when ``tests`` diagnoses (``split.run_parts``): it folds
+(``fold``), reads its share (``split.Share``) and classifies, and calls nothing above it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
-from cvdiag.read import scan
-from cvdiag.read._workers import fold_share, owner
-from cvdiag.read.sources import Source
+from cvdiag.read import fold
+from cvdiag.read.parsing import Tally
+from cvdiag.read.split import Share
 
 #: Tests whose diagnosis evidence one process holds at a time (about 70 MB at most).
 DEFAULT_EVIDENCE_BUDGET = 40_000
@@ -30,28 +31,39 @@ def _budget(raw: str | None) -> int:
 EVIDENCE_BUDGET = _budget(os.environ.get("CVDIAG_EVIDENCE_BUDGET"))
 
 
-def diagnose_share(
-    sources: list[Source], part: int, parts: int, slow_s: float, log_end: float | None, keep_json: bool,
-    progress: Callable[[int], None] | None,
-) -> tuple[scan.Fold, dict[bytes, Any]]:  # fmt: skip
-    """The folder of the tests worker ``part`` owns (aggregates, tally, latest ``ts``) and
-    their verdicts (the whole diagnosis as JSON with ``keep_json``, else the class), in as
-    many passes as the budget needs (one for all but very big logs)."""
+class Diagnosing:
+    """What one process diagnoses: the tests ``share`` owns, judged against ``log_end``
+    (None: the end of what the share reads); ``keep_json`` keeps each whole verdict;
+    ``keep_lines``: what a report needs beyond the rows (``fold.Kept``)."""
+
+    __slots__ = ("keep_json", "keep_lines", "log_end", "share", "slow_s")  # not a dataclass: see split.Share
+
+    def __init__(
+        self, share: Share, slow_s: float, log_end: float | None, keep_json: bool, keep_lines: int = 0
+    ) -> None:
+        self.share, self.slow_s, self.log_end = share, slow_s, log_end
+        self.keep_json, self.keep_lines = keep_json, keep_lines
+
+
+def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float | None]:
+    """(the rows of the tests the share owns, with their class; the tally; the latest
+    ``ts``), in as many passes as the budget needs (one for all but very big logs)."""
     from cvdiag.diagnosis import Evidence
 
-    owns = owner(part, parts) if parts > 1 else None
-    first = scan.Fold(Evidence, owns, budget=EVIDENCE_BUDGET)
-    fold_share(first, sources, part, parts, False, progress, count=part == 0)
-    end = log_end if log_end is not None else first.latest
+    share = task.share
+    owns = share.owns()
+    first = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, keep_lines=task.keep_lines)
+    first.read(share.windows(by_range=False), share.progress, count=share.part == 0)
+    end = task.log_end if task.log_end is not None else first.latest
     verdicts: dict[bytes, Any] = {}
     folder = first
     while True:
-        verdicts.update(_verdicts(folder.evidence, slow_s, end, keep_json))
+        verdicts.update(_verdicts(folder.evidence, task.slow_s, end, task.keep_json))
         if not folder.deferred:
             break
-        folder = scan.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, only=folder.deferred, fold_aggs=False)
-        fold_share(folder, sources, part, parts, False, None, count=False)
-    return first, verdicts
+        folder = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, only=folder.deferred, fold_aggs=False)
+        folder.read(share.windows(by_range=False), None, count=False)
+    return fold.rows_of(first.aggs, verdicts, first.kept), first.tally, first.latest
 
 
 def _verdicts(evidence: dict[bytes, Any], slow_s: float, log_end: float | None, keep_json: bool) -> dict[bytes, Any]:

@@ -112,7 +112,7 @@ class Tally:
         self.first: str | None = None
         self.coerced = 0
         self.first_coerced: str | None = None
-        self.untracked = 0  # envelopes of test ids past ``untracked_limit`` (``scan.MAX_TESTS``)
+        self.untracked = 0  # envelopes of test ids past ``untracked_limit`` (``fold.MAX_TESTS``)
         self.untracked_limit = 0
         self.trimmed = 0  # events a timeline left out between its first and last (``_kept``)
 

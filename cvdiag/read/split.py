@@ -1,9 +1,10 @@
-"""Worker processes for ``tests``: which share of the inputs each one reads, and running them.
+"""The parallel split of a pass: which share of the inputs each process reads, and the processes.
 
 A share is either a byte range of every buffer (aggregates merge, so any line may go to
-any worker) or every line of the tests whose id hashes to the worker (a diagnosis needs
-all of a test's envelopes in one process). Workers are forked, so the mapped files and
-the loaded modules come for free.
+any process) or every line of the tests whose id hashes to the process (a diagnosis needs
+all of a test's envelopes in one process). Workers are forked, so the loaded modules
+come for free. This module only cuts and runs: what a share does with its lines is the
+work handed to ``run_parts`` (``fold.aggregate_share``, ``_diagnosing.diagnose_share``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from cvdiag.read import scan
@@ -24,7 +25,7 @@ _Result = TypeVar("_Result")
 
 
 def worth_splitting(sources: list[Source], jobs: int) -> bool:
-    """Whether ``jobs`` processes pay off: only regular files can be mapped by each, and
+    """Whether ``jobs`` processes pay off: only regular files can be read by each, and
     only big inputs repay the start of another process."""
     return (
         jobs > 1
@@ -82,22 +83,45 @@ def byte_ranges(buf: Any, parts: int) -> list[tuple[int, int]]:
     return list(zip(cuts, [*cuts[1:], n], strict=True))
 
 
-def fold_share(
-    folder: scan.Fold, sources: list[Source], part: int, parts: int, by_range: bool,
-    progress: Callable[[int], None] | None, *, count: bool,
-) -> None:  # fmt: skip
-    """Fold worker ``part``'s byte range of every buffer (``by_range``), or every buffer
-    whole (the folder's ``owns`` then picks the tests); ``count``: tally malformed lines."""
-    for src in sources:
-        base = 1
-        for buf in src.blocks():
-            shares = byte_ranges(buf, parts) if by_range else [(0, len(buf))]
-            if by_range and part >= len(shares):  # a buffer too small to split
-                continue
-            lo, hi = shares[part if by_range else 0]
-            for a, b in scan.windows(buf, lo, hi):
-                folder.buffer(buf, src.name, a, b, count_malformed=count, base_line=base)
-                if progress is not None:
-                    progress(b - a)
-            if isinstance(buf, bytes):
-                base += buf.count(b"\n")
+#: One window of a share: (buffer, source name, start, end, line number of the buffer's
+#: first line, the buffer's number among all the buffers of the inputs).
+Window = tuple[Any, str, int, int, int, int]
+
+
+class Share:
+    """Process ``part``'s share of ``parts`` of ``sources`` (part 0 of 1: all of them).
+
+    ``progress`` is given to part 0 only: it reports for all, the shares being about equal.
+    A plain slotted class, not a dataclass: every ``tests`` imports this module, and
+    making a dataclass costs more than the rest of it.
+    """
+
+    __slots__ = ("part", "parts", "progress", "sources")
+
+    def __init__(
+        self, sources: list[Source], part: int = 0, parts: int = 1, progress: Callable[[int], None] | None = None
+    ) -> None:
+        self.sources, self.part, self.parts, self.progress = sources, part, parts, progress
+
+    def owns(self) -> Callable[[bytes], bool] | None:
+        """Which test ids this share diagnoses (None: all)."""
+        return owner(self.part, self.parts) if self.parts > 1 else None
+
+    def windows(self, *, by_range: bool) -> Iterator[Window]:
+        """The share's line-aligned windows: its byte range of every buffer (``by_range``),
+        or every buffer whole (``owns`` then picks the tests)."""
+        for src in self.sources:  # every share reads every file: one says what happened to it
+            src.quiet = self.part > 0
+        block = -1
+        for src in self.sources:
+            base = 1
+            for buf in src.blocks():
+                block += 1
+                ranges = byte_ranges(buf, self.parts) if by_range else [(0, len(buf))]
+                if by_range and self.part >= len(ranges):  # a buffer too small to split
+                    continue
+                lo, hi = ranges[self.part if by_range else 0]
+                for a, b in scan.windows(buf, lo, hi):
+                    yield buf, src.name, a, b, base, block
+                if isinstance(buf, bytes):
+                    base += buf.count(b"\n")

@@ -1,0 +1,551 @@
+"""Fold the envelopes of a buffer into per-test aggregates (``Agg``) and diagnosis evidence.
+
+``tests`` needs a few facts per test, not its events: ``Fold`` keeps one ``Agg`` per test
+id (and, when diagnosing, one ``Evidence``), so memory follows the number of tests, not
+the size of the log. ``find`` locates each envelope head
+(``{"schema_version":1,"test_id":"``), and an envelope in the emitter's canonical layout
+there (after ``CVDIAG ``, after ``CVDIAG_EVENT ``, or a bare NDJSON line) gives up the
+fields ``tests`` needs to one anchored regex over its head, built from the schema's own
+field order, and a fixed-tail check catches cut lines, so it is never JSON-parsed.
+Markers found between those lines (Docker json-file, escaped strings, other key orders,
+cut or broken lines) send their line through the general ``parsing.parse_span``, so
+every shape is read and every malformed line counted. Diagnosis parses the envelopes it
+folds, except SSE events and the like, whose head fields are all it needs once a fixed
+middle and tail show the line is valid JSON.
+
+Which part of the inputs a fold reads is ``split``'s business; what is done with the
+evidence, ``_diagnosing``'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from cvdiag.contract.schema import (
+    EDGE_HEADERS,
+    ENVELOPE_FIELDS,
+    FAILURE_OUTCOMES,
+    JAVA_PREFIX,
+    LAYERS,
+    PREFIX,
+    SCHEMA_VERSION,
+    is_accounting,
+)
+from cvdiag.contract.timestamps import bytes_seconds, canonical_ts
+from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, Tally, coerce, parse_span
+from cvdiag.read.scan import LineCounter
+from cvdiag.read.split import Share, Window
+
+# No escapes and no control characters in the leading strings, JSON-valid integers: a
+# line that matches is JSON up to its edge headers (others go to the general parser).
+_Q = rb'"([^"\\\x00-\x1f]*)"'
+_S = rb'"[^"\\\x00-\x1f]*"'
+_INT = rb"-?(?:0|[1-9]\d*)"
+#: How the emitter writes each field before ``edge_headers``; ``_Q`` captures a string.
+_FIELD_PATTERNS: dict[str, bytes] = {
+    "schema_version": str(SCHEMA_VERSION).encode(),
+    "test_id": _Q,
+    "trace_id": _S,
+    "span_id": _S,
+    "parent_span_id": rb"(?:null|" + _S + rb")",
+    "layer": _Q,
+    "boundary": _Q,
+    "slug": _Q,
+    "demo": _S,
+    "ts": _Q,
+    "mono_ns": rb"(" + _INT + rb")",
+    "duration_ms": rb"(?:null|" + _INT + rb")",
+    "outcome": _Q,
+}
+_HEAD_FIELDS = ENVELOPE_FIELDS[: ENVELOPE_FIELDS.index("edge_headers")]
+# Anchored at a `_HEAD` found by `find`: only a few hundred bytes are matched per envelope.
+# Built in the schema's order; a field the schema gains without a pattern above stops the
+# import here (KeyError), rather than sending every envelope the slow way.
+_CANONICAL = re.compile(
+    rb"\{" + b",".join(b'"%s":%s' % (f.encode(), _FIELD_PATTERNS[f]) for f in _HEAD_FIELDS) + rb',"edge_headers":\{'
+)
+#: The fields ``Fold`` unpacks from ``_CANONICAL``'s groups, in this order (the
+#: schema's): checked here, as a schema that reordered them would feed it wrong fields.
+_FOLDED = ("test_id", "layer", "boundary", "slug", "ts", "mono_ns", "outcome")
+if tuple(f for f in _HEAD_FIELDS if re.compile(_FIELD_PATTERNS[f]).groups) != _FOLDED:
+    raise ImportError(f"the schema's envelope head {_HEAD_FIELDS} no longer gives fold._FOLDED in order")
+#: What ``find`` looks for: what ``_CANONICAL`` matches first, up to the test id's quote.
+_HEAD = b'{"%s":%s,"%s":"' % (_HEAD_FIELDS[0].encode(), _FIELD_PATTERNS[_HEAD_FIELDS[0]], _HEAD_FIELDS[1].encode())
+_PREFIX, _JAVA_PREFIX = PREFIX.encode(), JAVA_PREFIX.encode()
+_PREFIX_LEN, _JAVA_PREFIX_LEN = len(_PREFIX), len(_JAVA_PREFIX)
+# The rest of an envelope that says nothing beyond its head (every SSE event): the
+# emitter's all-null edge headers, its metadata object, its usual tail. Checked so, with
+# a JSON parse of the small metadata only, the line is known to be valid JSON.
+_PLAIN_MIDDLE = b",".join(b'"%s":null' % k.encode() for k in EDGE_HEADERS) + b'},"metadata":'
+_PLAIN_END = b"," + b",".join(b'"%s":false' % k.encode() for k in ENVELOPE_FIELDS[-2:]) + b"}"
+
+
+def _is_object(raw: Any) -> bool:
+    try:
+        return type(orjson.loads(raw)) is dict
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _head(buf: Any, pos: int, le: int) -> tuple[int, tuple[bytes, ...], int] | None:
+    """(where the line's envelope starts, its ``_FOLDED`` fields, where the head ends)
+    when the envelope at ``pos`` is in the emitter's canonical layout, else None.
+
+    Canonical: right after ``CVDIAG ``, ``CVDIAG_EVENT `` or at a line start, keys in
+    wire order, compact, no escapes or control characters in the leading fields.
+    """
+    if buf[pos - _PREFIX_LEN : pos] == _PREFIX:
+        ms = pos - _PREFIX_LEN
+    elif buf[pos - _JAVA_PREFIX_LEN : pos] == _JAVA_PREFIX:
+        ms = pos - _JAVA_PREFIX_LEN
+    elif pos == 0 or buf[pos - 1] == 10:
+        ms = pos - 1 if pos else 0
+    else:
+        return None
+    m = _CANONICAL.match(buf, pos, le)
+    return None if m is None else (ms, m.groups(), m.end())
+
+
+_TAIL_FALSE = b'"%s":false}' % ENVELOPE_FIELDS[-1].encode()
+_TAILS = (_TAIL_FALSE, b'"%s":true}' % ENVELOPE_FIELDS[-1].encode())
+_TAIL_LEN = len(_TAIL_FALSE)
+_TAIL_ROOM = 40  # bytes searched for a tail followed by trailing spaces
+_FAILED = frozenset(o.encode() for o in FAILURE_OUTCOMES)
+_ABORTED, _COMPLETE, _ERROR, _BACKEND = 1, 2, 4, 8
+_TERMINAL_BITS = {
+    b"backend.sse.aborted": _ABORTED,
+    b"backend.response.complete": _COMPLETE,
+    b"backend.error.caught": _ERROR,
+}
+_MAX_SLUGS = 4
+#: The LLM call envelope whose ``duration_ms`` a report adds up per test (``Kept.llm_ms``).
+_LLM_RESPONSE_TEXT = "backend.llm.call.response"
+_LLM_RESPONSE = _LLM_RESPONSE_TEXT.encode()
+_FAR_MS = 1e15  # about 30,000 years: any duration past it is junk, not a time
+#: Test ids folded, whatever the log: each costs about 1 KB, and a log of a million
+#: made-up ids (a few MB of gzip) cost 1.2 GB. Later ids are counted and left out.
+MAX_TESTS = int(os.environ.get("CVDIAG_MAX_TESTS", 100_000))
+_CV, _SV = MARKERS
+
+
+@functools.lru_cache(maxsize=4096)
+def _accounting(boundary: bytes) -> bool:
+    """``is_accounting`` of a boundary found as bytes (a log has a few dozen)."""
+    return is_accounting(boundary.decode("utf-8", "replace"))
+
+
+def finite_ms(value: Any) -> float | None:
+    """A finite number of milliseconds, or None: a log can hold 1e308, and two of them add up to inf."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) and abs(value) < _FAR_MS else None
+
+
+def _parsed(raw: Any) -> dict[str, Any] | None:
+    try:
+        env = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return coerce(env) if type(env) is dict else None
+
+
+class Kept:
+    """What a report needs of one test beyond its row, kept by a ``Fold`` given
+    ``keep_lines``: where its first envelopes are (``places``: block, start, end of each,
+    so the tests shown in detail are read again line by line, not the whole log), how
+    many more there are, and the time its LLM calls took."""
+
+    __slots__ = ("llm_ms", "more", "places")
+
+    def __init__(self) -> None:
+        from array import array  # only here: a shared library, and only ``report`` keeps places
+
+        self.places = array("q")
+        self.more = 0
+        self.llm_ms: float | None = None
+
+    def __getstate__(self) -> tuple:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setstate__(self, state: tuple) -> None:
+        for k, v in zip(self.__slots__, state, strict=True):
+            setattr(self, k, v)
+
+
+class Agg:
+    """Running facts about one test id; mergeable, so workers can split a file."""
+
+    __slots__ = ("events", "failed", "first", "flags", "last", "layers", "slugs")
+
+    def __init__(self, ts: bytes) -> None:
+        self.events = 0
+        self.layers: set[bytes] = set()
+        self.slugs: list[bytes] = []
+        self.first = self.last = ts  # canonical bytes: compared as bytes
+        self.flags = 0
+        self.failed = False
+
+    def __getstate__(self) -> tuple:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setstate__(self, state: tuple) -> None:
+        for k, v in zip(self.__slots__, state, strict=True):
+            setattr(self, k, v)
+
+    def merge(self, other: Agg) -> None:
+        self.first = min(self.first, other.first)
+        self.last = max(self.last, other.last)
+        self.events += other.events
+        self.failed |= other.failed
+        self.layers |= other.layers
+        self.slugs += [s for s in other.slugs if s not in self.slugs][: max(0, _MAX_SLUGS - len(self.slugs))]
+        self.flags |= other.flags
+
+    @property
+    def terminal(self) -> str:
+        f = self.flags
+        if f & _ABORTED:
+            return "aborted"
+        if f & _COMPLETE:
+            return "complete"
+        if f & _ERROR:
+            return "error"
+        return "incomplete" if f & _BACKEND else "none"
+
+    def row(self, test_id: bytes) -> dict[str, Any]:
+        terminal = self.terminal
+        layers = {x.decode("utf-8", "replace") for x in self.layers}
+        return {
+            "test_id": test_id.decode("utf-8", "replace"),
+            "slug": ",".join(s.decode("utf-8", "replace") for s in self.slugs),
+            "layers": [x for x in LAYERS if x in layers] + sorted(layers - set(LAYERS)),
+            "events": self.events,
+            "first_ts": self.first.decode(),
+            "last_ts": self.last.decode(),
+            "duration_ms": round((bytes_seconds(self.last) - bytes_seconds(self.first)) * 1000),
+            "terminal": terminal,
+            "status": "fail" if self.failed or terminal != "complete" else "ok",
+        }
+
+
+class Fold:
+    """Folds buffers into per-test aggregates (``aggs``) and, given an ``Evidence``
+    class, into diagnosis evidence (``evidence``), which needs every envelope parsed
+    except those whose head says it all (``Evidence.add_head``: most of a log).
+
+    Evidence costs about 1.3 KB per test, so at most ``budget`` tests get one per
+    pass: a test first seen when the budget is spent is ``deferred`` whole, for a later
+    pass that reads only those ids (``only``) and skips the aggregates (``fold_aggs``).
+    """
+
+    def __init__(
+        self,
+        evidence_cls: Any = None,
+        owns: Callable[[bytes], bool] | None = None,
+        *,
+        budget: int | None = None,
+        only: set[bytes] | None = None,
+        fold_aggs: bool = True,
+        keep_lines: int = 0,
+    ) -> None:
+        self.aggs: dict[bytes, Agg] = {}
+        self.evidence: dict[bytes, Any] = {}
+        self.deferred: set[bytes] = set()
+        self.tally = Tally()
+        self.evidence_cls = evidence_cls
+        self.owns = owns
+        self.budget = budget
+        self.only = only
+        self.fold_aggs = fold_aggs
+        self.max_tests = MAX_TESTS
+        self._head_only: dict[bytes, bool] = {}  # boundary -> may go to Evidence.add_head
+        self.parsed = 0  # lines read by the general parser, not the canonical head
+        self.keep_lines = keep_lines
+        self.kept: dict[bytes, Kept] | None = {} if keep_lines else None
+
+    def _plain(self, boundary: bytes) -> bool:
+        plain = self._head_only.get(boundary)
+        if plain is None:
+            add_head = getattr(self.evidence_cls, "add_head", None)
+            plain = add_head is not None and not self.evidence_cls.needs_body(boundary.decode("utf-8", "replace"))
+            plain = plain and not (self.kept is not None and boundary == _LLM_RESPONSE)  # its duration is kept
+            if len(self._head_only) < 4096:
+                self._head_only[boundary] = plain
+        return plain
+
+    def _evidence_for(self, tid: bytes) -> Any:
+        ev = self.evidence.get(tid)
+        if ev is None and tid not in self.deferred:
+            if self.budget is not None and len(self.evidence) >= self.budget:
+                self.deferred.add(tid)
+            else:
+                ev = self.evidence[tid] = self.evidence_cls(tid.decode("utf-8", "replace"))
+        return ev
+
+    def _untracked(self, tid: bytes) -> bool:
+        """Whether ``tid`` comes after ``max_tests`` others: counted, then left out."""
+        if not self.fold_aggs or tid in self.aggs or len(self.aggs) < self.max_tests:
+            return False
+        self.tally.untracked += 1
+        self.tally.untracked_limit = self.max_tests
+        return True
+
+    @property
+    def latest(self) -> float | None:
+        """Epoch seconds of the last ``ts`` folded (the end of the log, for diagnosis)."""
+        return bytes_seconds(max(a.last for a in self.aggs.values())) if self.aggs else None
+
+    def fold(self, tid: bytes, layer: bytes, boundary: bytes, slug: bytes, ts: bytes, outcome: bytes) -> Agg:
+        ts = canonical_ts(ts)
+        agg = self.aggs.get(tid)
+        if agg is None:
+            agg = self.aggs[tid] = Agg(ts)
+        elif ts < agg.first:
+            agg.first = ts
+        elif ts > agg.last:
+            agg.last = ts
+        agg.events += 1
+        if outcome in _FAILED:
+            agg.failed = True
+        if _accounting(boundary):
+            return agg  # accounting: counted, but says nothing about layers or the terminal
+        agg.layers.add(layer)
+        if slug not in agg.slugs and len(agg.slugs) < _MAX_SLUGS:
+            agg.slugs.append(slug)
+        if layer == b"backend":
+            agg.flags |= _BACKEND | _TERMINAL_BITS.get(boundary, 0)
+        return agg
+
+    def read(self, windows: Iterable[Window], progress: Callable[[int], None] | None = None, *, count: bool) -> None:
+        """Fold every window (``split.Share.windows``); ``count``: tally malformed lines."""
+        for buf, name, a, b, base, block in windows:
+            self.buffer(buf, name, a, b, count_malformed=count, base_line=base, block=block)
+            if progress is not None:
+                progress(b - a)
+
+    def buffer(
+        self,
+        buf: Any,
+        name: str,
+        start: int = 0,
+        end: int | None = None,
+        count_malformed: bool = True,
+        base_line: int = 1,
+        block: int = 0,
+    ) -> None:
+        """Fold the lines of ``buf[start:end]``; ``start`` is 0 or the index of a newline.
+
+        ``block`` numbers ``buf`` among the buffers of the inputs, for ``kept`` places."""
+        end = len(buf) if end is None else end
+        find = buf.find
+        counter = LineCounter(buf, base_line)
+        evidence, owns, only, fold_aggs = self.evidence_cls, self.owns, self.only, self.fold_aggs
+        fold, kept = self.fold, self.kept
+        # Hoisted so that an envelope costs no method call for the common cases: a test
+        # already folded (or room for it), evidence already started.
+        aggs, max_tests, evidences = self.aggs, self.max_tests, self.evidence
+        gap = start
+        # The next marker at or after `gap`; a marker before the next match means a line
+        # the regex did not take, handled by `_gap`. -1: no more markers in the range.
+        cv, sv = find(_CV, start, end), find(_SV, start, end)
+        pos = find(_HEAD, start, end)
+        while pos >= 0:
+            le = find(b"\n", pos, end)
+            if le < 0:
+                le = end
+            nxt = find(_HEAD, le, end)
+            head = _head(buf, pos, le)
+            if head is None:  # not canonical: its markers make `_gap` take the line
+                pos = nxt
+                continue
+            ms, fields, head_end = head
+            pos_json = pos
+            if ms < gap:  # inside a line already handled
+                pos = nxt
+                continue
+            if -1 < cv < ms or -1 < sv < ms:
+                self._gap(buf, gap, ms, name, counter, count_malformed, block)
+            gap = le
+            if cv < le:
+                cv = find(_CV, le, end) if cv >= 0 else -1
+            if sv < le:
+                sv = find(_SV, le, end) if sv >= 0 else -1
+            pos = nxt
+            if buf[le - _TAIL_LEN : le] != _TAIL_FALSE and not buf[le - _TAIL_ROOM : le].rstrip().endswith(_TAILS):
+                # Not the fixed tail: maybe cut, maybe trailing colour codes; the general parser decides.
+                self._line(buf, ms + 1 if buf[ms] == 10 else buf.rfind(b"\n", start, ms) + 1, le, name, counter,
+                           count_malformed, block)  # fmt: skip
+                continue
+            tid = fields[0]
+            if (owns is not None and not owns(tid)) or (only is not None and tid not in only):
+                continue  # another worker's or another pass's test (which counts its malformed lines)
+            if len(aggs) >= max_tests and self._untracked(tid):
+                continue
+            ev = None if evidence is None else (evidences.get(tid) or self._evidence_for(tid))
+            if ev is None and not fold_aggs:
+                continue
+            tid, layer, boundary, slug, ts, mono, outcome = fields
+            env = None
+            plain = False
+            if ev is not None:  # diagnosis needs the whole envelope, or a head that says it all
+                md = head_end + len(_PLAIN_MIDDLE)
+                md_end = le - len(_PLAIN_END)
+                plain = (
+                    self._plain(boundary)
+                    and buf[head_end:md] == _PLAIN_MIDDLE
+                    and buf[md_end:le] == _PLAIN_END
+                    and buf[pos_json:head_end].isascii()
+                    and _is_object(buf[md:md_end])
+                )
+                if not plain:
+                    try:
+                        env = coerce(orjson.loads(buf[pos_json:le]))
+                    except orjson.JSONDecodeError:
+                        self._malformed(counter, name, ms, "cut or not JSON", fold_aggs)
+                        continue
+                    if fold_aggs:
+                        self.tally.seen(env, lambda c=counter, o=ms: f"{name}:{c.at(o)}")
+            if fold_aggs:
+                try:
+                    fold(tid, layer, boundary, slug, ts, outcome)
+                except ValueError:
+                    self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
+                    continue
+                if kept is not None:
+                    ls = ms + 1 if buf[ms] == 10 else buf.rfind(b"\n", start, ms) + 1
+                    if env is None and boundary == _LLM_RESPONSE:  # a deferred test's: parsed for its duration
+                        env = _parsed(buf[pos_json:le])
+                        self._keep(tid, block, ls, le, env)
+                        env = None
+                    else:
+                        self._keep(tid, block, ls, le, env)
+            if env is not None:
+                ev.add(env)
+            elif plain:
+                ev.add_head(layer.decode(), boundary.decode(), outcome.decode(), ts.decode(), int(mono))
+        if gap < end and (cv >= 0 or sv >= 0):
+            self._gap(buf, gap, end, name, counter, count_malformed, block)
+
+    def _gap(self, buf: Any, lo: int, hi: int, name: str, counter: LineCounter, count: bool, block: int) -> None:
+        """The marked lines of ``buf[lo:hi]``, each through the general parser.
+
+        Each marker's next position is kept until a line passes it: searching again
+        from every line would cost the rest of the gap per line (quadratic).
+        """
+        find, rfind = buf.find, buf.rfind
+        cv, sv = find(_CV, lo, hi), find(_SV, lo, hi)
+        while cv >= 0 or sv >= 0:
+            p = sv if cv < 0 or (0 <= sv < cv) else cv
+            ls = rfind(b"\n", lo, p) + 1  # lo is 0 or a newline, so this never falls before it
+            le = find(b"\n", p)
+            if le < 0:
+                le = len(buf)
+            if le > hi:  # the line of the next canonical match: it is folded there
+                return
+            self._line(buf, ls, le, name, counter, count, block)
+            if 0 <= cv <= le:
+                cv = find(_CV, le + 1, hi)
+            if 0 <= sv <= le:
+                sv = find(_SV, le + 1, hi)
+
+    def _line(self, buf: Any, ls: int, le: int, name: str, counter: LineCounter, count: bool, block: int) -> None:
+        self.parsed += 1
+        kind, env, _ = parse_span(buf, ls, le)
+        if kind == MALFORMED:
+            self._malformed(counter, name, ls, env, count)
+        if kind != ENVELOPE:
+            return
+        if count:
+            self.tally.seen(env, lambda: f"{name}:{counter.at(ls)}")
+        tid = env["test_id"].encode()
+        if (self.owns is not None and not self.owns(tid)) or (self.only is not None and tid not in self.only):
+            return
+        if self._untracked(tid):
+            return
+        if self.fold_aggs:
+            slug = env.get("slug")
+            fields = (env["layer"], env["boundary"], slug if isinstance(slug, str) else "", env["ts"], env["outcome"])
+            try:
+                self.fold(tid, *(f.encode() for f in fields))
+            except ValueError:
+                self._malformed(counter, name, ls, "ts is not an RFC 3339 time", count)
+                return
+            if self.kept is not None:
+                self._keep(tid, block, ls, le, env)
+        ev = self._evidence_for(tid) if self.evidence_cls is not None else None
+        if ev is not None:
+            ev.add(env)
+
+    def _keep(self, tid: bytes, block: int, ls: int, le: int, env: dict[str, Any] | None) -> None:
+        """Where the envelope at ``buf[ls:le]`` of ``tid`` is (the first ``keep_lines``), and
+        its duration when it is an LLM call's response (``env``: parsed, or None)."""
+        assert self.kept is not None  # only called when keeping
+        kept = self.kept.get(tid)
+        if kept is None:
+            kept = self.kept[tid] = Kept()
+        if len(kept.places) < 3 * self.keep_lines:
+            kept.places.extend((block, ls, le))
+        else:
+            kept.more += 1
+        if env is not None and env["boundary"] == _LLM_RESPONSE_TEXT and isinstance(env.get("metadata", {}), dict):
+            d = finite_ms(env.get("duration_ms"))
+            if d is not None:
+                kept.llm_ms = (kept.llm_ms or 0.0) + d
+
+    def _malformed(self, counter: LineCounter, name: str, offset: int, reason: str, count: bool) -> None:
+        if count:
+            self.tally.add(lambda: f"{name}:{counter.at(offset)}", reason)
+
+
+def aggregate_share(share: Share) -> tuple[dict[bytes, Agg], Tally, float | None]:
+    """(aggregates, tally, latest ``ts``) of ``share``'s byte range of every buffer: the
+    work of one process when ``tests`` does not diagnose (aggregates merge)."""
+    folder = Fold()
+    progress = share.progress
+    scaled = (lambda done: progress(done * share.parts)) if progress is not None else None
+    folder.read(share.windows(by_range=True), scaled, count=True)
+    return folder.aggs, folder.tally, folder.latest
+
+
+def merged_aggs(parts: Iterable[dict[bytes, Agg]], tally: Tally) -> dict[bytes, Agg]:
+    """The workers' aggregates as one, at most ``MAX_TESTS`` ids (each worker kept that many)."""
+    aggs: dict[bytes, Agg] = {}
+    for part_aggs in parts:
+        for tid, agg in part_aggs.items():
+            if tid in aggs:
+                aggs[tid].merge(agg)
+            elif len(aggs) < MAX_TESTS:
+                aggs[tid] = agg
+            else:
+                tally.untracked += agg.events
+                tally.untracked_limit = MAX_TESTS
+    return aggs
+
+
+def rows_of(
+    aggs: dict[bytes, Agg], verdicts: dict[bytes, Any] | None, kept: dict[bytes, Kept] | None = None
+) -> list[dict[str, Any]]:
+    """Rows of the tests that have more than accounting envelopes, with their class
+    (and ``_diagnosis``, the whole verdict, when it was kept) if ``verdicts`` is given,
+    and what ``kept`` holds of them under ``_kept``."""
+    rows = []
+    for tid, agg in aggs.items():
+        if not agg.layers:  # only accounting envelopes: about cvdiag, not about a test
+            continue
+        row = agg.row(tid)
+        if verdicts is not None:
+            v = verdicts.get(tid)
+            row["class"] = v["class"] if isinstance(v, dict) else v
+            if isinstance(v, dict):
+                row["_diagnosis"] = v
+        if kept is not None:
+            row["_kept"] = kept.get(tid) or Kept()
+        rows.append(row)
+    return rows
