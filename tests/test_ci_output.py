@@ -11,7 +11,7 @@ import pytest
 from cvdiag_cli import run
 from logkit import TID_ABORT, TID_ERROR, TID_HARNESS, TID_OK, aborted, compact, errored, every_shape, happy, write
 from pytestkit import INNER
-from test_pytest_plugin import _APP
+from test_pytest_plugin import INNER_APP
 
 pytest_plugins = ["pytester"]
 
@@ -21,7 +21,7 @@ def _properties(case: ET.Element) -> dict[str, str]:
 
 
 def test_junit_xml_carries_class_reason_and_test_id_of_every_failed_test(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(inner_app=_APP)
+    pytester.makepyfile(inner_app=INNER_APP)
     pytester.makepyfile(
         """
         import pytest

@@ -7,7 +7,7 @@ the scrubbed text stable under a second scrub."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cvdiag.write.scrubber import REDACTED, scrub
@@ -87,11 +87,18 @@ B64URL = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0
 
 
 @given(key=st.one_of(st.just(""), B64URL), iv=B64URL, ciphertext=B64URL, tag=B64URL)
+@example(key="", iv="00000000", ciphertext="00000000", tag="sk-00000")  # a part that is a key shape of its own
 @settings(max_examples=150, deadline=None)
 def test_a_bare_jwe_loses_all_five_parts(key, iv, ciphertext, tag):
     jwe = f"eyJhbGciOiJSU0EtT0FFUCIsImVuYyI6IkEyNTZHQ00ifQ.{key}.{iv}.{ciphertext}.{tag}"
     out = scrub(f"cookie value {jwe} end")
     assert out == f"cookie value {REDACTED} end"
+
+
+@pytest.mark.parametrize("signature", ["sk-00000000", "AIza" + "0" * 24, "ghp_" + "a1" * 10])
+def test_a_jwt_whose_signature_looks_like_a_key_goes_whole(signature):
+    jwt = f"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.{signature}"
+    assert scrub(f"token {jwt} end") == f"token {REDACTED} end"
 
 
 @pytest.mark.parametrize(

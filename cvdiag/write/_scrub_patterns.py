@@ -196,6 +196,18 @@ def _shape(prefix: str, width: int, body: str) -> re.Pattern[str]:
 # (literal every match contains, pattern): a pattern runs only when its literal is present,
 # and a pattern that starts with a literal is found by re's fast literal search.
 KEY_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # A JWT or JWE first: a segment of one may look like a key of its own (``.sk-…``),
+    # and a key taken out first would leave the token's other parts behind.
+    ("eyJ", _shape("eyJ", 3, r"[A-Za-z0-9_\-]{4,}+\.eyJ[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{0,}+")),
+    # A JWE: header, encrypted key (empty for "dir"), IV, ciphertext, tag.
+    (
+        "eyJ",
+        _shape(
+            "eyJ",
+            3,
+            r"[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{0,}+\.[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{4,}+",
+        ),
+    ),
     ("sk-", _shape("sk-", 3, r"[A-Za-z0-9][A-Za-z0-9_\-]{3,}+")),
     ("pk-", _shape("pk-", 3, r"[A-Za-z0-9][A-Za-z0-9_\-]{7,}+")),
     ("k_", _shape("[spr]k_(?:live|test)_", 8, r"[A-Za-z0-9]{6,}+")),
@@ -213,16 +225,6 @@ KEY_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("github_pat_", _shape("github_pat_", 11, r"[A-Za-z0-9_]{16,}+")),
     ("glpat-", _shape("glpat-", 6, r"[A-Za-z0-9_\-]{12,}+")),
     ("xox", _shape("xox[a-z]-", 5, r"[A-Za-z0-9\-]{8,}+")),
-    ("eyJ", _shape("eyJ", 3, r"[A-Za-z0-9_\-]{4,}+\.eyJ[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{0,}+")),
-    # A JWE: header, encrypted key (empty for "dir"), IV, ciphertext, tag.
-    (
-        "eyJ",
-        _shape(
-            "eyJ",
-            3,
-            r"[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{0,}+\.[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{4,}+",
-        ),
-    ),
 )
 
 # --- PII -----------------------------------------------------------------------------
