@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cvdiag.history.store import (
@@ -164,22 +164,18 @@ def _writers_turn(path: str, deadline: float) -> int | None:
         fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     except OSError:
         return None
-    pause = 0.02
-    while True:
+    for last in _tries(deadline):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return fd
         except BlockingIOError:
-            if time.monotonic() >= deadline:
+            if last:
                 os.close(fd)
-                raise HistoryError(
-                    f"{path} is in use by another process (one process at a time writes a history); try again"
-                ) from None
+                raise HistoryError(_in_use(path)) from None
         except OSError:  # flock not supported here
             os.close(fd)
             return None
-        time.sleep(pause)
-        pause = min(pause * 2, 0.5)
+    return None  # not reached: the last try returns or raises
 
 
 def _end_turn(fd: int | None) -> None:
@@ -190,13 +186,24 @@ def _end_turn(fd: int | None) -> None:
 def _connect(path: str, write: bool, deadline: float) -> Any:
     """A connection, waiting until ``deadline`` for another process that holds the
     file: two CI steps of one machine take turns."""
-    pause = 0.02
-    while True:
+    for last in _tries(deadline):
         try:
             return duckdb.connect(path, read_only=not write)
         except duckdb.Error as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
+            if last or "lock" not in str(exc).lower():
                 raise HistoryError(_explain(exc, path)) from None
+    return None  # not reached: the last try returns or raises
+
+
+def _tries(deadline: float) -> Iterator[bool]:
+    """A try now, then more after growing pauses until ``deadline``; each says whether
+    it is the last (the waits for the writers' turn and for DuckDB's lock)."""
+    pause = 0.02
+    while True:
+        last = time.monotonic() >= deadline
+        yield last
+        if last:
+            return
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
 
@@ -217,10 +224,14 @@ def _run_values(run: Run) -> tuple[Any, ...]:
     return tuple(getattr(run, c) for c in RUN_COLUMNS)
 
 
+def _in_use(path: str) -> str:
+    return f"{path} is in use by another process (one process at a time writes a history); try again"
+
+
 def _explain(exc: Exception, path: str) -> str:
     msg = one_line(exc)
     if "lock" in msg.lower():
-        return f"{path} is in use by another process (DuckDB lets one process at a time write it); try again"
+        return _in_use(path)
     if "not a valid" in msg.lower() or "database file" in msg.lower():
         return f"{path} is not a DuckDB history file: {msg}"
     return f"{path}: {msg}"
