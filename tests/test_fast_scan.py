@@ -73,6 +73,7 @@ def _emitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, by
 def _fold(log: bytes, evidence_cls: Any = None) -> Fold:
     folder = Fold(evidence_cls)
     folder.buffer(log, "test.log")
+    folder.finish()
     return folder
 
 

@@ -201,3 +201,16 @@ class Facts:
 #: Folds one envelope of a boundary into the facts: (facts, metadata, outcome, order key,
 #: envelope). Each ``_fold_*`` module lists its own in a ``HANDLERS`` table.
 Handler = Callable[[Facts, Mapping[str, Any], Any, "int | None", Mapping[str, Any]], None]
+
+
+class Counting:
+    """The handler of a boundary whose envelopes only count, in the slot ``slot``: its head
+    says all, so the compiled fold counts them itself and hands the count over."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: str) -> None:
+        self.slot = slot
+
+    def __call__(self, ev: Facts, md: Mapping[str, Any], outcome: Any, key: Any, env: Mapping[str, Any]) -> None:
+        setattr(ev, self.slot, getattr(ev, self.slot) + 1)

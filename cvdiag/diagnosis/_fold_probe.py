@@ -9,7 +9,7 @@ from functools import cache
 from typing import Any
 
 from cvdiag.diagnosis._convert import as_float, as_text
-from cvdiag.diagnosis._facts import Facts, Handler
+from cvdiag.diagnosis._facts import Counting, Facts, Handler
 from cvdiag.diagnosis._picks import earliest, latest
 
 
@@ -48,18 +48,14 @@ def _exit(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     )
 
 
-def _first_token(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    ev.probe_first_tokens += 1
-
-
-def _alternate_content(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    ev.probe_alternate += 1
-
-
 def _console_error(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.probe_console_errors += 1
     ev.probe_console_first = earliest(ev.probe_console_first, key, as_text(md.get("message_scrubbed")) or "")
 
+
+# Envelopes that only count: the count is all they say.
+_first_token = Counting("probe_first_tokens")
+_alternate_content = Counting("probe_alternate")
 
 HANDLERS: dict[str, Handler] = {
     "probe.network.error": _network_error,
@@ -69,4 +65,4 @@ HANDLERS: dict[str, Handler] = {
     "probe.console.error": _console_error,
 }
 #: Handlers that only count: their envelopes teach nothing beyond the head fields.
-HEAD_ONLY: frozenset[Handler] = frozenset({_first_token, _alternate_content})
+HEAD_ONLY: frozenset[Counting] = frozenset({_first_token, _alternate_content})

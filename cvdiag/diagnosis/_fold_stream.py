@@ -10,24 +10,16 @@ from typing import Any
 
 from cvdiag.contract.schema import TERMINATION_KINDS
 from cvdiag.diagnosis._convert import as_float, as_int, as_text
-from cvdiag.diagnosis._facts import Facts, Handler
+from cvdiag.diagnosis._facts import Counting, Facts, Handler
 from cvdiag.diagnosis._fold_agent import name_cause
 from cvdiag.diagnosis._picks import earlier, earliest, later
 from cvdiag.diagnosis._shapes import MAX_STATUSES
-
-
-def _ingress(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    ev.ingress += 1
 
 
 def _first_byte(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     delta = as_float(md.get("delta_ms_from_ingress"))
     if earlier(ev.first_byte, ev.first_byte_key, key):
         ev.first_byte_key, ev.first_byte = key, delta if delta is not None else -1.0
-
-
-def _sse_event(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
-    ev.sse_events += 1
 
 
 def _aborted(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
@@ -75,6 +67,10 @@ def _error_caught(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) 
     name_cause(ev, md.get("exception_type"), md.get("message_scrubbed"), key)
 
 
+# Envelopes that only count: the count is all they say.
+_ingress = Counting("ingress")
+_sse_event = Counting("sse_events")
+
 HANDLERS: dict[str, Handler] = {
     "backend.request.ingress": _ingress,
     "backend.sse.first_byte": _first_byte,
@@ -84,4 +80,4 @@ HANDLERS: dict[str, Handler] = {
     "backend.error.caught": _error_caught,
 }
 #: Handlers that only count: their envelopes teach nothing beyond the head fields.
-HEAD_ONLY: frozenset[Handler] = frozenset({_ingress, _sse_event})
+HEAD_ONLY: frozenset[Counting] = frozenset({_ingress, _sse_event})

@@ -50,6 +50,10 @@ _HANDLERS: dict[str, Handler] = {
 }
 #: Handlers that only count: their envelopes teach nothing beyond the head fields.
 _HEAD_ONLY_HANDLERS = PROBE_HEAD_ONLY | STREAM_HEAD_ONLY
+#: The handlers of a body folded after a head folded elsewhere, which counted the head-only ones.
+_BODY_HANDLERS = {b: h for b, h in _HANDLERS.items() if h not in _HEAD_ONLY_HANDLERS}
+#: The slots the head-only handlers count in, in the order of the compiled fold's counters.
+_HEAD_COUNTERS = tuple(sorted(h.slot for h in _HEAD_ONLY_HANDLERS))
 
 
 class Evidence(Facts):
@@ -86,6 +90,43 @@ class Evidence(Facts):
         except Exception:
             self.skipped += 1
 
+    def add_body(self, envelope: Mapping[str, Any]) -> None:
+        """Fold what an envelope says beyond its head, when its head was folded elsewhere
+        (the compiled fold, which hands its head facts over in ``take_head``). Never raises."""
+        try:
+            boundary = envelope.get("boundary")
+            if type(boundary) is not str or boundary.startswith(ACCOUNTING_PREFIX):
+                return  # skipped or accounting: counted with the head
+            layer = _layer_of(envelope.get("layer"), boundary)
+            key = order_key(envelope.get("ts"), envelope.get("mono_ns"))
+            self._fold_body(envelope, intern(boundary), layer, key, _BODY_HANDLERS)
+        except Exception:
+            self.skipped += 1
+
+    def take_head(self, head: tuple) -> None:
+        """The head facts the compiled fold kept for this test (``_cfold.c``'s ``results``):
+        what ``_fold_head`` and the head-only handlers would have left."""
+        events, names, counts, other, layers, failures, first, last, backend, counters, skipped = head
+        shape = self.boundary_shape
+        for name in names:
+            shape = shape.then(name)
+        self.boundary_shape, self.boundary_counts, self.boundary_other = shape, counts, other
+        self.events += events
+        self.skipped += skipped
+        self.aimock_events, self.backend_events, self.other_events, self.probe_events = layers
+        self.failures = failures
+        self.first_key, self.first_ts, self.first_boundary = first
+        self.last_key, self.last_ts, self.last_boundary = last
+        self.last_backend_key, self.last_backend_ts, self.last_backend_boundary = backend
+        for slot, n in zip(_HEAD_COUNTERS, counters, strict=False):
+            setattr(self, slot, n)
+
+    @staticmethod
+    def head_counter(boundary: str) -> int:
+        """Which counter of ``take_head`` the envelopes of ``boundary`` add to, or -1."""
+        handler = _HANDLERS.get(boundary)
+        return _HEAD_COUNTERS.index(handler.slot) if handler in _HEAD_ONLY_HANDLERS else -1
+
     @staticmethod
     def needs_body(boundary: str) -> bool:
         """Can an envelope of this boundary add a fact beyond its head (metadata, duration)?"""
@@ -111,9 +152,7 @@ class Evidence(Facts):
             self.boundary_other += 1
         if boundary.startswith(ACCOUNTING_PREFIX):  # is_accounting inlined: this runs per envelope
             return None  # accounting: counted in the histogram, says nothing about the test
-        layer = _LAYER_OF.get(layer) if type(layer) is str else None
-        if layer is None:
-            layer = _LAYER_OF.get(boundary.split(".", 1)[0], "other")
+        layer = _layer_of(layer, boundary)
         if layer == "backend":
             self.backend_events += 1
         elif layer == "probe":
@@ -122,7 +161,7 @@ class Evidence(Facts):
             self.aimock_events += 1
         else:
             self.other_events += 1
-        if outcome in FAILURE_OUTCOMES:
+        if type(outcome) is str and outcome in FAILURE_OUTCOMES:
             self.failures += 1
         key = order_key(ts, mono)
         if key is None:
@@ -150,14 +189,19 @@ class Evidence(Facts):
         if head is None:
             return
         boundary, layer, key = head
+        self._fold_body(env, boundary, layer, key, _HANDLERS)
+
+    def _fold_body(
+        self, env: Mapping[str, Any], boundary: str, layer: str, key: int | None, handlers: Mapping[str, Handler]
+    ) -> None:
         md = as_mapping(env.get("metadata"))
         edge = as_mapping(env.get("edge_headers"))
         # Most envelopes carry no edge header at all: one cheap test skips the edge rules.
         if edge and (edge.get("cf-ray") or edge.get("cf-mitigated") or edge.get("via") or edge.get("retry-after")):
             fold_edge(self, layer, boundary, md, edge, key)
-        handler = _HANDLERS.get(boundary)
+        handler = handlers.get(boundary)
         if handler is not None:
-            handler(self, md, outcome, key, env)
+            handler(self, md, env.get("outcome"), key, env)
 
     def distinct_rays(self) -> tuple[str, str, str] | None:
         """(layer, first ray, second ray) of the first layer that saw more than one cf-ray."""
@@ -317,6 +361,12 @@ class Evidence(Facts):
 # only its own there, and this one's are ``Facts``'s). Set once the class is made, it
 # changes no layout: an instance costs what a ``Facts`` costs.
 Evidence.__slots__ = Facts.__slots__
+
+
+def _layer_of(layer: Any, boundary: str) -> str:
+    """The layer an envelope counts under: its own when known, else its boundary's first part."""
+    known = _LAYER_OF.get(layer) if type(layer) is str else None
+    return known if known is not None else _LAYER_OF.get(boundary.split(".", 1)[0], "other")
 
 
 def _agent_facts(ag: Agentic | None, response: Response) -> dict[str, Any]:

@@ -9,6 +9,7 @@ only in the command that needs them, so start-up stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -70,8 +71,23 @@ def _sources(paths: Sequence[str], *, spool_stdin: bool = False) -> list[Source]
     return sources
 
 
-def _progress(sources: list[Source]) -> Progress:
-    return Progress(sum(s.size() for s in sources))
+#: Inputs from this size on are worth a word when the compiled fold is missing.
+_SLOW_NOTE_BYTES = 64 << 20
+
+
+def _progress(sources: list[Source], *, folds: bool = False) -> Progress:
+    """The progress bar of a pass; ``folds``: a tests pass, which says when it runs without
+    the compiled fold on a big input (an install without a C compiler)."""
+    size = sum(s.size() for s in sources)
+    if folds and size >= _SLOW_NOTE_BYTES:
+        from cvdiag.read import fold
+
+        if not fold.compiled() and os.environ.get("CVDIAG_COMPILED", "1") != "0":
+            say(
+                "cvdiag: reading at Python speed (about 3x slower): the compiled fold is not built; "
+                "reinstall cvdiag where a C compiler and the Python headers are (gcc, python3-dev)"
+            )
+    return Progress(size)
 
 
 def _note(tally: Tally) -> None:
@@ -93,7 +109,7 @@ def _found(found: Any) -> int:
 
 def tests(args: argparse.Namespace) -> int:
     sources = _sources(args.paths, spool_stdin=not args.no_class)  # diagnosis may read twice
-    progress = _progress(sources)
+    progress = _progress(sources, folds=True)
     fmt = "json" if args.json else args.format
     scan = correlate.scan_tests(
         sources,
@@ -313,7 +329,7 @@ class _JsonList:
 def diagnose(args: argparse.Namespace) -> int:
     if args.all:
         sources = _sources(args.args, spool_stdin=True)
-        progress = _progress(sources)
+        progress = _progress(sources, folds=True)
         scan = correlate.scan_tests(
             sources, classify=True, slow_s=args.slow_s, jobs=correlate.default_jobs(), keep_json=True, progress=progress
         )
@@ -387,7 +403,7 @@ def report(args: argparse.Namespace) -> int:
         compared = compare_envelopes(
             found[0].envelopes, found[1].envelopes, a_id=found[0].test_id, b_id=found[1].test_id
         )
-    progress = _progress(sources)
+    progress = _progress(sources, folds=True)
     doc = report_data.build(
         sources, all_tests=args.all, slow_s=args.slow_s, jobs=max(1, args.jobs), progress=progress,
         compared=compared.to_json() if compared is not None else None,

@@ -13,6 +13,13 @@ every shape is read and every malformed line counted. Diagnosis parses the envel
 folds, except SSE events and the like, whose head fields are all it needs once a fixed
 middle and tail show the line is valid JSON.
 
+When the compiled fold (``_cfold``, built from ``_cfold.c`` at install) is there, it
+runs this same pass in C: the canonical lines, each test's row and the head facts of
+its diagnosis are kept there, and only what Python alone decides comes back here (a
+test or a boundary name met the first time, a line in another shape, a body the
+diagnosis reads). ``CVDIAG_COMPILED=0`` turns it off; both paths give the same rows and
+the same verdicts (``tests/test_compiled_fold.py``).
+
 Which part of the inputs a fold reads is ``split``'s business; what is done with the
 evidence, ``_diagnosing``'s.
 """
@@ -29,6 +36,7 @@ from typing import Any
 import orjson
 
 from cvdiag.contract.schema import (
+    ACCOUNTING_PREFIX,
     EDGE_HEADERS,
     ENVELOPE_FIELDS,
     FAILURE_OUTCOMES,
@@ -38,7 +46,7 @@ from cvdiag.contract.schema import (
     SCHEMA_VERSION,
     is_accounting,
 )
-from cvdiag.contract.timestamps import bytes_seconds, canonical_ts
+from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, order_key
 from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, Tally, coerce, parse_span
 from cvdiag.read.scan import LineCounter
 from cvdiag.read.split import Share, Window
@@ -48,21 +56,34 @@ from cvdiag.read.split import Share, Window
 _Q = rb'"([^"\\\x00-\x1f]*)"'
 _S = rb'"[^"\\\x00-\x1f]*"'
 _INT = rb"-?(?:0|[1-9]\d*)"
-#: How the emitter writes each field before ``edge_headers``; ``_Q`` captures a string.
+# The kinds of field the head is made of, as a pattern here and as a code in ``_cfold.c``.
+_LITERAL, _CAPTURED_STR, _STR, _NULL_OR_STR, _CAPTURED_INT, _NULL_OR_INT = range(6)
+_KIND_PATTERNS = {
+    _CAPTURED_STR: _Q,
+    _STR: _S,
+    _NULL_OR_STR: rb"(?:null|" + _S + rb")",
+    _CAPTURED_INT: rb"(" + _INT + rb")",
+    _NULL_OR_INT: rb"(?:null|" + _INT + rb")",
+}
+#: How the emitter writes each field before ``edge_headers``: (kind, literal text).
+_FIELD_KINDS: dict[str, tuple[int, bytes]] = {
+    "schema_version": (_LITERAL, str(SCHEMA_VERSION).encode()),
+    "test_id": (_CAPTURED_STR, b""),
+    "trace_id": (_STR, b""),
+    "span_id": (_STR, b""),
+    "parent_span_id": (_NULL_OR_STR, b""),
+    "layer": (_CAPTURED_STR, b""),
+    "boundary": (_CAPTURED_STR, b""),
+    "slug": (_CAPTURED_STR, b""),
+    "demo": (_STR, b""),
+    "ts": (_CAPTURED_STR, b""),
+    "mono_ns": (_CAPTURED_INT, b""),
+    "duration_ms": (_NULL_OR_INT, b""),
+    "outcome": (_CAPTURED_STR, b""),
+}
 _FIELD_PATTERNS: dict[str, bytes] = {
-    "schema_version": str(SCHEMA_VERSION).encode(),
-    "test_id": _Q,
-    "trace_id": _S,
-    "span_id": _S,
-    "parent_span_id": rb"(?:null|" + _S + rb")",
-    "layer": _Q,
-    "boundary": _Q,
-    "slug": _Q,
-    "demo": _S,
-    "ts": _Q,
-    "mono_ns": rb"(" + _INT + rb")",
-    "duration_ms": rb"(?:null|" + _INT + rb")",
-    "outcome": _Q,
+    name: re.escape(literal) if kind == _LITERAL else _KIND_PATTERNS[kind]
+    for name, (kind, literal) in _FIELD_KINDS.items()
 }
 _HEAD_FIELDS = ENVELOPE_FIELDS[: ENVELOPE_FIELDS.index("edge_headers")]
 # Anchored at a `_HEAD` found by `find`: only a few hundred bytes are matched per envelope.
@@ -85,6 +106,43 @@ _PREFIX_LEN, _JAVA_PREFIX_LEN = len(_PREFIX), len(_JAVA_PREFIX)
 # a JSON parse of the small metadata only, the line is known to be valid JSON.
 _PLAIN_MIDDLE = b",".join(b'"%s":null' % k.encode() for k in EDGE_HEADERS) + b'},"metadata":'
 _PLAIN_END = b"," + b",".join(b'"%s":false' % k.encode() for k in ENVELOPE_FIELDS[-2:]) + b"}"
+#: ``_CANONICAL`` for the compiled fold: each field with the separator before it.
+_C_FIELDS = (
+    *((b'%s"%s":' % (b"{" if i == 0 else b",", f.encode()), *_FIELD_KINDS[f]) for i, f in enumerate(_HEAD_FIELDS)),
+    (b',"edge_headers":', _LITERAL, b"{"),
+)
+
+
+def _compiled() -> Any:
+    """The compiled fold's module, or None: not built, or ``CVDIAG_COMPILED=0``."""
+    if os.environ.get("CVDIAG_COMPILED", "1") == "0":
+        return None
+    try:
+        from cvdiag.read import _cfold
+    except ImportError:
+        return None
+    return _cfold
+
+
+_CFOLD = _compiled()
+# What the compiled fold answers when it meets a test id (``Fold._admit``).
+_SKIP, _UNTRACKED, _ROW, _ROW_AND_EVIDENCE = -1, -2, 1, 3
+
+
+def compiled() -> bool:
+    """Whether passes run in the compiled fold (the CLI says so when they cannot, on big inputs)."""
+    return _CFOLD is not None
+
+
+def _ts_facts(ts: bytes) -> tuple[bytes | None, int | None]:
+    """(``canonical_ts``, or None when it is no time; the microseconds of its ``order_key``,
+    or None) of a ts not in the emitter's shape, for the compiled fold."""
+    try:
+        canonical = canonical_ts(ts)
+    except ValueError:
+        canonical = None
+    key = order_key(ts.decode("utf-8", "replace"), None)
+    return canonical, None if key is None else key >> 64
 
 
 def _is_object(raw: Any) -> bool:
@@ -178,6 +236,14 @@ class Kept:
         for k, v in zip(self.__slots__, state, strict=True):
             setattr(self, k, v)
 
+    @classmethod
+    def of(cls, places: bytes, more: int, llm_ms: float | None) -> Kept:
+        """What the compiled fold kept: ``places`` as the bytes of int64 triples."""
+        kept = cls()
+        kept.places.frombytes(places)
+        kept.more, kept.llm_ms = more, llm_ms
+        return kept
+
 
 class Agg:
     """Running facts about one test id; mergeable, so workers can split a file."""
@@ -191,6 +257,14 @@ class Agg:
         self.first = self.last = ts  # canonical bytes: compared as bytes
         self.flags = 0
         self.failed = False
+
+    @classmethod
+    def of(cls, facts: tuple) -> Agg:
+        """The row the compiled fold kept: (events, first, last, failed, flags, layers, slugs, order)."""
+        agg = cls.__new__(cls)
+        agg.events, agg.first, agg.last, failed, agg.flags, agg.layers, agg.slugs, _ = facts
+        agg.failed = bool(failed)
+        return agg
 
     def __getstate__(self) -> tuple:
         return tuple(getattr(self, k) for k in self.__slots__)
@@ -269,6 +343,103 @@ class Fold:
         self.parsed = 0  # lines read by the general parser, not the canonical head
         self.keep_lines = keep_lines
         self.kept: dict[bytes, Kept] | None = {} if keep_lines else None
+        # The compiled fold, for evidence that can take its head facts from it (``take_head``).
+        self._c: Any = None
+        if _CFOLD is not None and (evidence_cls is None or hasattr(evidence_cls, "take_head")):
+            self._c = _CFOLD.Folder(
+                fields=_C_FIELDS, head=_HEAD, prefix=_PREFIX, java_prefix=_JAVA_PREFIX, markers=(_CV, _SV),
+                middle=_PLAIN_MIDDLE, end=_PLAIN_END, tails=_TAILS, tail_room=_TAIL_ROOM,
+                failed=tuple(sorted(_FAILED)), accounting=ACCOUNTING_PREFIX.encode(), llm_response=_LLM_RESPONSE,
+                terminal_bits=_TERMINAL_BITS, backend_bit=_BACKEND, admit=self._admit,
+                boundary_info=self._boundary_info, ts_facts=_ts_facts, loads=orjson.loads, fold_aggs=fold_aggs,
+                keep_lines=keep_lines, max_tests=self.max_tests,
+            )  # fmt: skip
+            self._slot_tids: list[bytes] = []  # the compiled fold's slots, in its order
+            self._slot_evidence: list[Any] = []
+            self._llm_ms: dict[int, float] = {}  # slot -> LLM time, for ``kept``
+
+    # -- what the compiled fold asks ------------------------------------------------------
+
+    def _admit(self, tid: bytes, full: bool) -> int:
+        """What to do with a test id met the first time (``buffer``'s checks, in its order)."""
+        if (self.owns is not None and not self.owns(tid)) or (self.only is not None and tid not in self.only):
+            return _SKIP
+        if full:
+            self.tally.untracked_limit = self.max_tests
+            return _UNTRACKED
+        ev = self._evidence_for(tid) if self.evidence_cls is not None else None
+        if ev is None and not self.fold_aggs:
+            return _SKIP
+        self._slot_tids.append(tid)
+        self._slot_evidence.append(ev)
+        return _ROW if ev is None else _ROW_AND_EVIDENCE
+
+    def _boundary_info(self, boundary: bytes) -> tuple[bool, int]:
+        """(whether its head says all, the head-only counter it adds to or -1), of a boundary."""
+        if self.evidence_cls is None:
+            return False, -1
+        return self._plain(boundary), self.evidence_cls.head_counter(boundary.decode("utf-8", "replace"))
+
+    def finish(self) -> None:
+        """Take what the compiled fold kept into ``aggs``, ``kept`` and each evidence's head.
+        Called once the buffers are all read (``read`` does); nothing to do without it."""
+        c, self._c = self._c, None
+        if c is None:
+            return
+        self.tally.untracked += c.untracked
+        rows = []
+        for slot, (agg, kept, head) in enumerate(c.results()):
+            tid = self._slot_tids[slot]
+            if agg is not None:
+                rows.append((agg[-1], tid, agg))
+                if kept is not None and self.kept is not None:
+                    self.kept[tid] = Kept.of(*kept, self._llm_ms.get(slot))
+            if head is not None:
+                self._slot_evidence[slot].take_head(head)
+        rows.sort()  # in the order the tests got their rows, as the Python fold makes them
+        for _, tid, agg in rows:
+            self.aggs[tid] = Agg.of(agg)
+
+    def _add_llm_ms(self, slot: int, env: dict[str, Any] | None) -> None:
+        if env is not None and env["boundary"] == _LLM_RESPONSE_TEXT and isinstance(env.get("metadata", {}), dict):
+            d = finite_ms(env.get("duration_ms"))
+            if d is not None:
+                self._llm_ms[slot] = self._llm_ms.get(slot, 0.0) + d
+
+    def _compiled_buffer(self, buf: Any, name: str, start: int, end: int, count: bool, base: int, block: int) -> None:
+        """``buffer`` in the compiled fold: Python sees only the lines it must decide."""
+        counter = LineCounter(buf, base)
+        fold_aggs, evidences, tally = self.fold_aggs, self._slot_evidence, self.tally
+
+        def gap(lo: int, hi: int) -> None:
+            self._gap(buf, lo, hi, name, counter, count, block)
+
+        def line(ls: int, le: int) -> None:
+            self._line(buf, ls, le, name, counter, count, block)
+
+        def body(slot: int, ms: int, pos: int, le: int, key: Any, bad_ts: bool, llm_only: bool) -> Any:
+            if llm_only:  # a test without evidence: its LLM time only, for the report
+                self._add_llm_ms(slot, _parsed(buf[pos:le]))
+                return None
+            try:
+                env = coerce(orjson.loads(buf[pos:le]))
+            except orjson.JSONDecodeError:
+                self._malformed(counter, name, ms, "cut or not JSON", fold_aggs)
+                return None
+            if fold_aggs:
+                tally.seen(env, lambda: f"{name}:{counter.at(ms)}")
+            if bad_ts:
+                self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
+                return None
+            if self.kept is not None:
+                self._add_llm_ms(slot, env)
+            evidences[slot].add_body(env)
+            return env
+
+        def malformed(ms: int) -> None:
+            self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
+
+        self._c.buffer(buf, start, end, block, gap, line, body, malformed)
 
     def _plain(self, boundary: bytes) -> bool:
         plain = self._head_only.get(boundary)
@@ -329,6 +500,7 @@ class Fold:
             self.buffer(buf, name, a, b, count_malformed=count, base_line=base, block=block)
             if progress is not None:
                 progress(b - a)
+        self.finish()
 
     def buffer(
         self,
@@ -342,8 +514,12 @@ class Fold:
     ) -> None:
         """Fold the lines of ``buf[start:end]``; ``start`` is 0 or the index of a newline.
 
-        ``block`` numbers ``buf`` among the buffers of the inputs, for ``kept`` places."""
+        ``block`` numbers ``buf`` among the buffers of the inputs, for ``kept`` places;
+        ``finish`` once all are folded."""
         end = len(buf) if end is None else end
+        if self._c is not None:
+            self._compiled_buffer(buf, name, start, end, count_malformed, base_line, block)
+            return
         find = buf.find
         counter = LineCounter(buf, base_line)
         evidence, owns, only, fold_aggs = self.evidence_cls, self.owns, self.only, self.fold_aggs
@@ -464,6 +640,17 @@ class Fold:
             return
         if count:
             self.tally.seen(env, lambda: f"{name}:{counter.at(ls)}")
+        if self._c is not None:  # the row and the head in the compiled fold, the body here
+            slot = self._c.fold_env(env, block, ls, le)
+            if slot == -2:
+                self._malformed(counter, name, ls, "ts is not an RFC 3339 time", count)
+            elif slot >= 0:
+                if self.kept is not None:
+                    self._add_llm_ms(slot, env)
+                ev = self._slot_evidence[slot]
+                if ev is not None:
+                    ev.add_body(env)
+            return
         tid = env["test_id"].encode()
         if (self.owns is not None and not self.owns(tid)) or (self.only is not None and tid not in self.only):
             return

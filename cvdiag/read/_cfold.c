@@ -1,0 +1,1085 @@
+/* The compiled fold of the tests pass: cvdiag.read._cfold.
+ *
+ * fold.Fold drives it when it is built (see fold.py). It reads a buffer as Fold.buffer
+ * does -- finds each envelope head, matches the emitter's canonical layout, checks the
+ * fixed tail -- and keeps, per test, what Fold.fold (the row) and Evidence._fold_head (the
+ * counts and the places in time of the diagnosis) keep, in C. Python is called only
+ * for what it alone decides: a test seen for the first time (admit), a boundary name
+ * seen for the first time (boundary_info), a line not in the canonical layout (line,
+ * gap), a line whose body the diagnosis needs (body), a time not in the emitter's shape
+ * (ts_facts), a metadata object to prove (loads). Lines are taken in file order, so
+ * every first/last value is picked as the Python fold picks it.
+ *
+ * Nothing here is a rule of the diagnosis: results() hands the counts back, and
+ * Python puts them where the rules read them (fold.py, evidence.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* -- head layout: kinds of the fields before edge_headers (fold._FIELD_KINDS) -------- */
+enum { K_LITERAL = 0, K_CAPTURE_STR = 1, K_STR = 2, K_NULL_OR_STR = 3, K_CAPTURE_INT = 4, K_NULL_OR_INT = 5 };
+#define MAX_FIELDS 32
+#define N_CAPTURES 7 /* test_id, layer, boundary, slug, ts, mono_ns, outcome */
+#define MAX_SLUGS 4
+#define MAX_BOUNDARY_NAMES 64
+#define N_COUNTERS 8
+#define NAME_TABLE_MAX 65536
+#define LAYER_AIMOCK 0
+#define LAYER_BACKEND 1
+#define LAYER_OTHER 2
+#define LAYER_PROBE 3
+
+typedef struct {
+    char *name; /* the key with its quotes and colon: "name": */
+    Py_ssize_t name_len;
+    int kind;
+    char *literal;
+    Py_ssize_t literal_len;
+} Field;
+
+typedef struct {
+    int64_t us;   /* microseconds since the epoch */
+    uint64_t off; /* mono_ns + 2**63, clamped into 0..2**64-1 */
+} Key;
+
+static int key_lt(Key a, Key b) { return a.us < b.us || (a.us == b.us && a.off < b.off); }
+
+/* -- names: boundaries met, with what Python said of each ------------------------------ */
+typedef struct {
+    char *bytes;
+    Py_ssize_t len;
+    uint64_t hash;
+    PyObject *str; /* the name as an interned str */
+    int plain;     /* Evidence.add_head may fold it from its head (Fold._plain) */
+    int counter;   /* index of the head-only counter it adds to, or -1 */
+    int accounting;
+    int terminal_bit;
+    int layer_class; /* of the name's first part, for a line without a known layer */
+    int llm_response;
+} Name;
+
+typedef struct {
+    Name **slots;
+    Py_ssize_t cap, used;
+} NameTable;
+
+/* -- a time as the pass keeps it --------------------------------------------------- */
+typedef struct {
+    int kind; /* 0 none, 1 the 24 bytes below (ASCII), 2 obj */
+    char b[24];
+    PyObject *obj; /* a str */
+} TsRef;
+
+typedef struct {
+    int set;
+    int has_key;
+    Key key;
+    TsRef ts;
+    PyObject *boundary; /* str, strong */
+} PickRef;
+
+typedef struct {
+    PyObject *name; /* str, strong */
+    int64_t count;
+} BCount;
+
+/* -- one test ---------------------------------------------------------------------- */
+typedef struct {
+    /* the row (fold.Agg) */
+    int agg_on;
+    Py_ssize_t agg_order; /* the how-manieth test to get a row: Python's rows keep that order */
+    int64_t a_events;
+    char first[24], last[24];
+    int failed, flags;
+    PyObject **layers; /* bytes */
+    Py_ssize_t n_layers, cap_layers;
+    PyObject *slugs[MAX_SLUGS]; /* bytes */
+    int n_slugs;
+    /* report: where its first envelopes are (fold.Kept) */
+    int64_t *places;
+    Py_ssize_t n_places, cap_places;
+    int64_t more;
+    /* the diagnosis head (Evidence._fold_head) */
+    int ev;
+    int64_t events, lay[4], failures, other_names, skipped;
+    BCount *bc;
+    int n_bc, cap_bc, hint;
+    int64_t counters[N_COUNTERS];
+    PickRef first_pick, last_pick, backend_pick;
+} Slot;
+
+/* -- test ids: id -> slot, or what to do with it ------------------------------------ */
+enum { T_SKIP = -1, T_UNTRACKED = -2 };
+typedef struct {
+    char *bytes;
+    Py_ssize_t len;
+    uint64_t hash;
+    Py_ssize_t slot; /* >= 0, or T_SKIP / T_UNTRACKED */
+} TidEntry;
+
+struct Folder {
+    PyObject_HEAD
+    Field fields[MAX_FIELDS];
+    int n_fields;
+    char *head; Py_ssize_t head_len;       /* what find looks for */
+    char *prefix; Py_ssize_t prefix_len;   /* "CVDIAG " */
+    char *jprefix; Py_ssize_t jprefix_len; /* "CVDIAG_EVENT " */
+    char *markers[2]; Py_ssize_t marker_lens[2];
+    char *middle; Py_ssize_t middle_len;   /* all-null edge headers, then "metadata": */
+    char *end; Py_ssize_t end_len;         /* the fixed tail after the metadata */
+    char *tails[2]; Py_ssize_t tail_lens[2];
+    Py_ssize_t tail_room;
+    char *failed[4]; Py_ssize_t failed_lens[4]; int n_failed;
+    char *accounting; Py_ssize_t accounting_len;
+    char *llm_response; Py_ssize_t llm_response_len;
+    PyObject *terminal_bits; /* dict bytes -> int */
+    int backend_bit;
+    PyObject *admit, *boundary_info, *ts_facts, *loads; /* callables */
+    int fold_aggs, with_evidence;
+    Py_ssize_t keep_lines, max_tests;
+    /* state */
+    NameTable names;
+    TidEntry *tids; Py_ssize_t tids_cap, tids_used;
+    Slot *slots; Py_ssize_t n_slots, cap_slots;
+    Py_ssize_t n_aggs;
+    int64_t untracked;
+    /* the seconds met: YYYY-MM-DDTHH:MM:SS -> epoch seconds, a small direct cache */
+    char sec_bytes[19]; int64_t sec_value; int sec_valid;
+    PyObject *k_boundary, *k_layer, *k_outcome, *k_ts, *k_mono, *k_slug, *k_test_id;
+};
+
+/* -- small helpers ------------------------------------------------------------------ */
+static uint64_t fnv(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h ? h : 1;
+}
+
+static char *copy_bytes(PyObject *b, Py_ssize_t *len) {
+    char *p; Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(b, &p, &n) < 0) return NULL;
+    char *out = PyMem_Malloc(n + 1);
+    if (!out) { PyErr_NoMemory(); return NULL; }
+    memcpy(out, p, n); out[n] = 0; *len = n;
+    return out;
+}
+
+static Py_ssize_t find(const char *buf, Py_ssize_t start, Py_ssize_t end, const char *needle, Py_ssize_t n) {
+    if (start < 0) start = 0;
+    if (end - start < n) return -1;
+    const char *hit = memmem(buf + start, end - start, needle, n);
+    return hit ? hit - buf : -1;
+}
+
+static Py_ssize_t find_nl(const char *buf, Py_ssize_t start, Py_ssize_t end) {
+    if (start >= end) return -1;
+    const char *hit = memchr(buf + start, '\n', end - start);
+    return hit ? hit - buf : -1;
+}
+
+static Py_ssize_t rfind_nl(const char *buf, Py_ssize_t start, Py_ssize_t end) {
+    if (start >= end) return -1;
+    const char *hit = memrchr(buf + start, '\n', end - start);
+    return hit ? hit - buf : -1;
+}
+
+static int starts(const char *buf, Py_ssize_t at, Py_ssize_t limit, const char *s, Py_ssize_t n) {
+    return at >= 0 && at + n <= limit && memcmp(buf + at, s, n) == 0;
+}
+
+static int is_ascii(const char *p, Py_ssize_t n);
+typedef struct Folder Folder;
+
+/* -- times ---------------------------------------------------------------------------- */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int digits(const char *p, int n, int *out) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+/* Epoch seconds of an emitter timestamp YYYY-MM-DDTHH:MM:SS.mmmZ and its milliseconds;
+ * 0 when it is not exactly that shape of a real UTC time (Python then decides). */
+static int emitter_ts(Folder *f, const char *t, Py_ssize_t n, int64_t *secs, int *ms) {
+    if (n != 24 || t[19] != '.' || t[23] != 'Z') return 0;
+    if (!digits(t + 20, 3, ms)) return 0;
+    if (f->sec_valid && memcmp(f->sec_bytes, t, 19) == 0) { *secs = f->sec_value; return 1; }
+    int y, mo, d, h, mi, s;
+    if (t[4] != '-' || t[7] != '-' || t[10] != 'T' || t[13] != ':' || t[16] != ':') return 0;
+    if (!digits(t, 4, &y) || !digits(t + 5, 2, &mo) || !digits(t + 8, 2, &d) || !digits(t + 11, 2, &h) ||
+        !digits(t + 14, 2, &mi) || !digits(t + 17, 2, &s))
+        return 0;
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return 0;
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > mdays[mo - 1] + (mo == 2 && leap)) return 0;
+    *secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
+    memcpy(f->sec_bytes, t, 19); f->sec_value = *secs; f->sec_valid = 1;
+    return 1;
+}
+
+static uint64_t mono_offset_of_digits(const char *p, Py_ssize_t n) {
+    /* mono_ns + 2**63, clamped, from the canonical integer's digits. */
+    int neg = n > 0 && p[0] == '-';
+    uint64_t v = 0;
+    int over = 0;
+    for (Py_ssize_t i = neg; i < n; i++) {
+        unsigned d = (unsigned)(p[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) { over = 1; break; }
+        v = v * 10 + d;
+    }
+    const uint64_t half = (uint64_t)1 << 63;
+    if (neg) return (over || v > half) ? 0 : half - v;
+    return (over || v > half - 1) ? UINT64_MAX : half + v;
+}
+
+static uint64_t mono_offset_of(PyObject *mono) {
+    const uint64_t half = (uint64_t)1 << 63;
+    if (mono == NULL || !PyLong_CheckExact(mono)) return half;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(mono, &overflow);
+    if (overflow > 0) return UINT64_MAX;
+    if (overflow < 0) return 0;
+    if (v == -1 && PyErr_Occurred()) { PyErr_Clear(); return half; }
+    return (uint64_t)v + half;
+}
+
+static PyObject *key_object(Key k) {
+    PyObject *hi = PyLong_FromLongLong(k.us), *lo = PyLong_FromUnsignedLongLong(k.off), *sh = PyLong_FromLong(64);
+    PyObject *out = NULL, *shifted = NULL;
+    if (hi && lo && sh && (shifted = PyNumber_Lshift(hi, sh))) out = PyNumber_Add(shifted, lo);
+    Py_XDECREF(hi); Py_XDECREF(lo); Py_XDECREF(sh); Py_XDECREF(shifted);
+    return out;
+}
+
+/* The facts of a time not in the emitter's shape, from Python: (canonical bytes or None,
+ * microseconds or None); the offset is mono_ns's. */
+typedef struct TsFacts {
+    int canonical_ok;
+    char canonical[24];
+    int has_key;
+    Key key;
+} TsFacts;
+
+static int python_ts_facts(Folder *f, const char *t, Py_ssize_t n, uint64_t off, TsFacts *out) {
+    PyObject *r = PyObject_CallFunction(f->ts_facts, "y#", t, n);
+    if (!r) return -1;
+    PyObject *canon, *us;
+    if (!PyArg_ParseTuple(r, "OO", &canon, &us)) { Py_DECREF(r); return -1; }
+    out->canonical_ok = 0;
+    if (PyBytes_Check(canon) && PyBytes_GET_SIZE(canon) == 24) {
+        memcpy(out->canonical, PyBytes_AS_STRING(canon), 24);
+        out->canonical_ok = 1;
+    }
+    out->has_key = us != Py_None;
+    if (out->has_key) {
+        out->key.us = PyLong_AsLongLong(us);
+        out->key.off = off;
+        if (PyErr_Occurred()) { Py_DECREF(r); return -1; }
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* -- name table --------------------------------------------------------------------- */
+static void names_clear(NameTable *t) {
+    for (Py_ssize_t i = 0; i < t->cap; i++) {
+        Name *n = t->slots[i];
+        if (n) { Py_XDECREF(n->str); PyMem_Free(n->bytes); PyMem_Free(n); }
+    }
+    PyMem_Free(t->slots);
+    t->slots = NULL; t->cap = t->used = 0;
+}
+
+static int names_grow(NameTable *t) {
+    Py_ssize_t cap = t->cap ? t->cap * 2 : 256;
+    Name **slots = PyMem_Calloc(cap, sizeof(Name *));
+    if (!slots) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < t->cap; i++) {
+        Name *n = t->slots[i];
+        if (!n) continue;
+        Py_ssize_t j = n->hash & (cap - 1);
+        while (slots[j]) j = (j + 1) & (cap - 1);
+        slots[j] = n;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots; t->cap = cap;
+    return 0;
+}
+
+static int layer_class_of(const char *p, Py_ssize_t n, int *known) {
+    *known = 1;
+    if (n == 7 && memcmp(p, "backend", 7) == 0) return LAYER_BACKEND;
+    if (n == 5 && memcmp(p, "probe", 5) == 0) return LAYER_PROBE;
+    if (n == 6 && memcmp(p, "aimock", 6) == 0) return LAYER_AIMOCK;
+    *known = 0;
+    return LAYER_OTHER;
+}
+
+/* The entry of boundary ``p[:n]`` (UTF-8), asking Python about a name met the first time. */
+static Name *name_of(Folder *f, const char *p, Py_ssize_t n) {
+    NameTable *t = &f->names;
+    uint64_t h = fnv(p, n);
+    if (t->cap) {
+        Py_ssize_t j = h & (t->cap - 1);
+        for (Name *e; (e = t->slots[j]); j = (j + 1) & (t->cap - 1))
+            if (e->hash == h && e->len == n && memcmp(e->bytes, p, n) == 0) return e;
+    }
+    if (t->used >= NAME_TABLE_MAX) names_clear(t); /* a log that invents names: start again */
+    if ((t->used + 1) * 2 > t->cap && names_grow(t) < 0) return NULL;
+    Name *e = PyMem_Calloc(1, sizeof(Name));
+    if (!e) { PyErr_NoMemory(); return NULL; }
+    e->bytes = PyMem_Malloc(n + 1);
+    if (!e->bytes) { PyMem_Free(e); PyErr_NoMemory(); return NULL; }
+    memcpy(e->bytes, p, n); e->bytes[n] = 0; e->len = n; e->hash = h;
+    e->str = PyUnicode_DecodeUTF8(p, n, "replace");
+    PyObject *b = PyBytes_FromStringAndSize(p, n);
+    PyObject *info = (e->str && b) ? PyObject_CallOneArg(f->boundary_info, b) : NULL;
+    int ok = info && PyArg_ParseTuple(info, "pi", &e->plain, &e->counter);
+    PyObject *bit = ok ? PyDict_GetItemWithError(f->terminal_bits, b) : NULL;
+    Py_XDECREF(info);
+    if (!ok || PyErr_Occurred()) { Py_XDECREF(b); Py_XDECREF(e->str); PyMem_Free(e->bytes); PyMem_Free(e); return NULL; }
+    e->terminal_bit = bit ? (int)PyLong_AsLong(bit) : 0;
+    Py_DECREF(b);
+    PyUnicode_InternInPlace(&e->str);
+    if (e->counter >= N_COUNTERS) e->counter = -1;
+    e->accounting = n >= f->accounting_len && memcmp(p, f->accounting, f->accounting_len) == 0;
+    e->llm_response = n == f->llm_response_len && memcmp(p, f->llm_response, n) == 0;
+    const char *dot = memchr(p, '.', n);
+    int known;
+    e->layer_class = layer_class_of(p, dot ? dot - p : n, &known);
+    Py_ssize_t j = h & (t->cap - 1);
+    while (t->slots[j]) j = (j + 1) & (t->cap - 1);
+    t->slots[j] = e; t->used++;
+    return e;
+}
+
+/* -- test ids ------------------------------------------------------------------------ */
+static int tids_grow(Folder *f) {
+    Py_ssize_t cap = f->tids_cap ? f->tids_cap * 2 : 1024;
+    TidEntry *tids = PyMem_Calloc(cap, sizeof(TidEntry));
+    if (!tids) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < f->tids_cap; i++) {
+        TidEntry *e = &f->tids[i];
+        if (!e->bytes) continue;
+        Py_ssize_t j = e->hash & (cap - 1);
+        while (tids[j].bytes) j = (j + 1) & (cap - 1);
+        tids[j] = *e;
+    }
+    PyMem_Free(f->tids);
+    f->tids = tids; f->tids_cap = cap;
+    return 0;
+}
+
+static int slot_new(Folder *f, int ev) {
+    if (f->n_slots == f->cap_slots) {
+        Py_ssize_t cap = f->cap_slots ? f->cap_slots * 2 : 256;
+        Slot *s = PyMem_Realloc(f->slots, cap * sizeof(Slot));
+        if (!s) { PyErr_NoMemory(); return -1; }
+        f->slots = s; f->cap_slots = cap;
+    }
+    Slot *s = &f->slots[f->n_slots];
+    memset(s, 0, sizeof(Slot));
+    s->ev = ev;
+    return (int)f->n_slots++;
+}
+
+/* The slot of test id ``p[:n]``: >= 0, T_SKIP (not this pass's, or not kept) or
+ * T_UNTRACKED (past max_tests: counted, left out); -3 on a Python error. */
+static Py_ssize_t slot_of(Folder *f, const char *p, Py_ssize_t n, PyObject *tid_obj) {
+    uint64_t h = fnv(p, n);
+    TidEntry *e = NULL;
+    if (f->tids_cap) {
+        Py_ssize_t j = h & (f->tids_cap - 1);
+        for (; f->tids[j].bytes; j = (j + 1) & (f->tids_cap - 1)) {
+            TidEntry *c = &f->tids[j];
+            if (c->hash == h && c->len == n && memcmp(c->bytes, p, n) == 0) { e = c; break; }
+        }
+    }
+    if (e) {
+        if (e->slot >= 0 && f->fold_aggs && !f->slots[e->slot].agg_on && f->n_aggs >= f->max_tests) {
+            f->untracked++; /* admitted, never folded (a bad ts), and the rows are full */
+            return T_UNTRACKED;
+        }
+        if (e->slot == T_UNTRACKED) f->untracked++;
+        return e->slot;
+    }
+    int full = f->fold_aggs && f->n_aggs >= f->max_tests;
+    PyObject *tid = tid_obj;
+    if (tid) Py_INCREF(tid); else tid = PyBytes_FromStringAndSize(p, n);
+    if (!tid) return -3;
+    PyObject *r = PyObject_CallFunction(f->admit, "Oi", tid, full);
+    Py_DECREF(tid);
+    if (!r) return -3;
+    long code = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (code == -1 && PyErr_Occurred()) return -3;
+    Py_ssize_t slot;
+    if (code == T_SKIP || code == T_UNTRACKED) {
+        slot = code;
+        if (slot == T_UNTRACKED) f->untracked++;
+        /* ids of no slot are remembered up to a bound: a log of endless made-up ids asks again */
+        if (f->tids_used >= 4 * f->max_tests + 4096) return slot;
+    } else if ((slot = slot_new(f, (int)(code & 2) != 0)) < 0) return -3;
+    if ((f->tids_used + 1) * 2 > f->tids_cap && tids_grow(f) < 0) return -3;
+    Py_ssize_t j = h & (f->tids_cap - 1);
+    while (f->tids[j].bytes) j = (j + 1) & (f->tids_cap - 1);
+    e = &f->tids[j];
+    e->bytes = PyMem_Malloc(n ? n : 1);
+    if (!e->bytes) { PyErr_NoMemory(); return -3; }
+    memcpy(e->bytes, p, n); e->len = n; e->hash = h; e->slot = slot;
+    f->tids_used++;
+    return slot;
+}
+
+/* -- the row (fold.Fold.fold) ------------------------------------------------------- */
+static int outcome_failed(Folder *f, const char *p, Py_ssize_t n) {
+    for (int i = 0; i < f->n_failed; i++)
+        if (f->failed_lens[i] == n && memcmp(f->failed[i], p, n) == 0) return 1;
+    return 0;
+}
+
+static int agg_fold(Folder *f, Slot *s, const char *ts24, const char *layer, Py_ssize_t layer_len, Name *b,
+                    const char *slug, Py_ssize_t slug_len, int failed) {
+    if (!s->agg_on) {
+        s->agg_on = 1; s->agg_order = f->n_aggs++;
+        memcpy(s->first, ts24, 24); memcpy(s->last, ts24, 24);
+    } else if (memcmp(ts24, s->first, 24) < 0) memcpy(s->first, ts24, 24);
+    else if (memcmp(ts24, s->last, 24) > 0) memcpy(s->last, ts24, 24);
+    s->a_events++;
+    if (failed) s->failed = 1;
+    if (b->accounting) return 0;
+    Py_ssize_t i;
+    for (i = 0; i < s->n_layers; i++)
+        if (PyBytes_GET_SIZE(s->layers[i]) == layer_len && memcmp(PyBytes_AS_STRING(s->layers[i]), layer, layer_len) == 0)
+            break;
+    if (i == s->n_layers) {
+        if (s->n_layers == s->cap_layers) {
+            Py_ssize_t cap = s->cap_layers ? s->cap_layers * 2 : 2;
+            PyObject **l = PyMem_Realloc(s->layers, cap * sizeof(PyObject *));
+            if (!l) { PyErr_NoMemory(); return -1; }
+            s->layers = l; s->cap_layers = cap;
+        }
+        if (!(s->layers[s->n_layers] = PyBytes_FromStringAndSize(layer, layer_len))) return -1;
+        s->n_layers++;
+    }
+    if (s->n_slugs < MAX_SLUGS) {
+        for (i = 0; i < s->n_slugs; i++)
+            if (PyBytes_GET_SIZE(s->slugs[i]) == slug_len && memcmp(PyBytes_AS_STRING(s->slugs[i]), slug, slug_len) == 0)
+                break;
+        if (i == s->n_slugs) {
+            if (!(s->slugs[s->n_slugs] = PyBytes_FromStringAndSize(slug, slug_len))) return -1;
+            s->n_slugs++;
+        }
+    }
+    if (layer_len == 7 && memcmp(layer, "backend", 7) == 0) s->flags |= f->backend_bit | b->terminal_bit;
+    return 0;
+}
+
+static int keep_place(Folder *f, Slot *s, int64_t block, Py_ssize_t ls, Py_ssize_t le) {
+    if (s->n_places >= f->keep_lines) { s->more++; return 0; }
+    if (s->n_places == s->cap_places) {
+        Py_ssize_t cap = s->cap_places ? s->cap_places * 2 : 8;
+        if (cap > f->keep_lines) cap = f->keep_lines;
+        int64_t *p = PyMem_Realloc(s->places, cap * 3 * sizeof(int64_t));
+        if (!p) { PyErr_NoMemory(); return -1; }
+        s->places = p; s->cap_places = cap;
+    }
+    int64_t *p = s->places + 3 * s->n_places++;
+    p[0] = block; p[1] = ls; p[2] = le;
+    return 0;
+}
+
+/* -- the diagnosis head (Evidence._fold_head) --------------------------------------- */
+static void ts_set(TsRef *r, const TsRef *src) {
+    if (r->kind == 2) Py_CLEAR(r->obj);
+    *r = *src;
+    if (r->kind == 2) Py_INCREF(r->obj);
+}
+
+static void pick_set(PickRef *p, int has_key, Key key, const TsRef *ts, Name *b) {
+    p->set = 1; p->has_key = has_key; p->key = key;
+    ts_set(&p->ts, ts);
+    if (p->boundary != b->str) { Py_XSETREF(p->boundary, Py_NewRef(b->str)); }
+}
+
+static int names_equal(PyObject *a, PyObject *b) {
+    return a == b || PyUnicode_Compare(a, b) == 0;
+}
+
+static int ev_head(Slot *s, Name *b, int layer_class, int failed, int has_key, Key key, const TsRef *ts) {
+    s->events++;
+    int i = s->hint;
+    if (!(i < s->n_bc && s->bc[i].name == b->str)) {
+        for (i = 0; i < s->n_bc; i++)
+            if (names_equal(s->bc[i].name, b->str)) break;
+    }
+    if (i < s->n_bc) { s->bc[i].count++; s->hint = i; }
+    else if (s->n_bc < MAX_BOUNDARY_NAMES) {
+        if (s->n_bc == s->cap_bc) {
+            int cap = s->cap_bc ? s->cap_bc * 2 : 8;
+            BCount *bc = PyMem_Realloc(s->bc, cap * sizeof(BCount));
+            if (!bc) { PyErr_NoMemory(); return -1; }
+            s->bc = bc; s->cap_bc = cap;
+        }
+        s->bc[s->n_bc].name = Py_NewRef(b->str);
+        s->bc[s->n_bc].count = 1;
+        s->hint = s->n_bc++;
+    } else s->other_names++;
+    if (b->accounting) return 0;
+    s->lay[layer_class]++;
+    if (failed) s->failures++;
+    if (!s->first_pick.set || (has_key && (!s->first_pick.has_key || key_lt(key, s->first_pick.key))))
+        pick_set(&s->first_pick, has_key, key, ts, b);
+    if (!s->last_pick.set || (has_key && (!s->last_pick.has_key || !key_lt(key, s->last_pick.key))))
+        pick_set(&s->last_pick, has_key, key, ts, b);
+    if (layer_class == LAYER_BACKEND &&
+        (!s->backend_pick.set || (has_key && (!s->backend_pick.has_key || !key_lt(key, s->backend_pick.key)))))
+        pick_set(&s->backend_pick, has_key, key, ts, b);
+    if (b->counter >= 0) s->counters[b->counter]++;
+    return 0;
+}
+
+static int ts_facts_of(Folder *f, const char *t, Py_ssize_t n, uint64_t off, TsFacts *out);
+
+static int utf8_of(PyObject *o, const char **p, Py_ssize_t *n) {
+    if (!PyUnicode_Check(o)) return 0;
+    *p = PyUnicode_AsUTF8AndSize(o, n);
+    if (!*p) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
+/* Evidence._fold_head of a parsed envelope: its own fields, whatever their types. */
+static int ev_head_env(Folder *f, Slot *s, PyObject *env) {
+    PyObject *bnd_o = PyDict_GetItemWithError(env, f->k_boundary);
+    const char *bnd, *text;
+    Py_ssize_t bnd_n, text_n;
+    if (!bnd_o || !PyUnicode_CheckExact(bnd_o) || !utf8_of(bnd_o, &bnd, &bnd_n)) {
+        if (PyErr_Occurred()) return -1;
+        s->skipped++;
+        return 0;
+    }
+    Name *b = name_of(f, bnd, bnd_n);
+    if (!b) return -1;
+    PyObject *layer_o = PyDict_GetItemWithError(env, f->k_layer);
+    PyObject *outcome_o = PyDict_GetItemWithError(env, f->k_outcome);
+    PyObject *ts_o = PyDict_GetItemWithError(env, f->k_ts);
+    PyObject *mono_o = PyDict_GetItemWithError(env, f->k_mono);
+    if (PyErr_Occurred()) return -1;
+    int known = 0, lc = LAYER_OTHER;
+    if (layer_o && PyUnicode_CheckExact(layer_o) && utf8_of(layer_o, &text, &text_n)) lc = layer_class_of(text, text_n, &known);
+    if (!known) lc = b->layer_class;
+    int failed = outcome_o && PyUnicode_CheckExact(outcome_o) && utf8_of(outcome_o, &text, &text_n) &&
+                 outcome_failed(f, text, text_n);
+    TsFacts tf;
+    TsRef ref = {0};
+    tf.has_key = 0;
+    if (ts_o && PyUnicode_CheckExact(ts_o) && utf8_of(ts_o, &text, &text_n)) {
+        if (ts_facts_of(f, text, text_n, mono_offset_of(mono_o), &tf) < 0) return -1;
+        if (tf.has_key) { ref.kind = 2; ref.obj = ts_o; } /* borrowed: a pick takes its own reference */
+    }
+    return ev_head(s, b, lc, failed, tf.has_key, tf.key, &ref);
+}
+
+/* -- the head of a canonical line --------------------------------------------------- */
+typedef struct {
+    Py_ssize_t a[N_CAPTURES], n[N_CAPTURES];
+    Py_ssize_t end;
+} Head;
+
+static int match_string(const char *buf, Py_ssize_t *i, Py_ssize_t le) {
+    if (*i >= le || buf[*i] != '"') return 0;
+    Py_ssize_t j = *i + 1;
+    while (j < le) {
+        unsigned char c = (unsigned char)buf[j];
+        if (c == '"') { *i = j + 1; return 1; }
+        if (c == '\\' || c < 0x20) return 0;
+        j++;
+    }
+    return 0;
+}
+
+static int match_int(const char *buf, Py_ssize_t *i, Py_ssize_t le) {
+    Py_ssize_t j = *i;
+    if (j < le && buf[j] == '-') j++;
+    if (j >= le || buf[j] < '0' || buf[j] > '9') return 0;
+    if (buf[j] == '0') j++;
+    else while (j < le && buf[j] >= '0' && buf[j] <= '9') j++;
+    *i = j;
+    return 1;
+}
+
+static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le, Head *h) {
+    Py_ssize_t i = pos;
+    int cap = 0;
+    for (int k = 0; k < f->n_fields; k++) {
+        Field *fd = &f->fields[k];
+        if (!starts(buf, i, le, fd->name, fd->name_len)) return 0;
+        i += fd->name_len;
+        switch (fd->kind) {
+        case K_LITERAL:
+            if (!starts(buf, i, le, fd->literal, fd->literal_len)) return 0;
+            i += fd->literal_len;
+            break;
+        case K_CAPTURE_STR: {
+            Py_ssize_t a = i;
+            if (!match_string(buf, &i, le)) return 0;
+            h->a[cap] = a + 1; h->n[cap++] = i - a - 2;
+            break;
+        }
+        case K_STR:
+            if (!match_string(buf, &i, le)) return 0;
+            break;
+        case K_NULL_OR_STR:
+            if (starts(buf, i, le, "null", 4)) i += 4;
+            else if (!match_string(buf, &i, le)) return 0;
+            break;
+        case K_CAPTURE_INT: {
+            Py_ssize_t a = i;
+            if (!match_int(buf, &i, le)) return 0;
+            h->a[cap] = a; h->n[cap++] = i - a;
+            break;
+        }
+        case K_NULL_OR_INT:
+            if (starts(buf, i, le, "null", 4)) i += 4;
+            else if (!match_int(buf, &i, le)) return 0;
+            break;
+        }
+    }
+    if (cap != N_CAPTURES) return 0;
+    h->end = i;
+    return 1;
+}
+
+static int is_ascii(const char *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((unsigned char)p[i] >= 0x80) return 0;
+    return 1;
+}
+
+/* type(orjson.loads(buf[a:b])) is dict, without raising */
+static int is_object(Folder *f, const char *buf, Py_ssize_t a, Py_ssize_t b) {
+    while (a < b && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\n' || buf[a] == '\r')) a++;
+    if (a >= b || buf[a] != '{') return 0; /* JSON that is no object, or no JSON */
+    PyObject *raw = PyBytes_FromStringAndSize(buf + a, b - a);
+    if (!raw) return -1;
+    PyObject *v = PyObject_CallOneArg(f->loads, raw);
+    Py_DECREF(raw);
+    if (!v) { PyErr_Clear(); return 0; }
+    int ok = PyDict_CheckExact(v);
+    Py_DECREF(v);
+    return ok;
+}
+
+static int tail_ok(Folder *f, const char *buf, Py_ssize_t le) {
+    if (le >= f->tail_lens[0] && memcmp(buf + le - f->tail_lens[0], f->tails[0], f->tail_lens[0]) == 0) return 1;
+    Py_ssize_t lo = le - f->tail_room < 0 ? 0 : le - f->tail_room;
+    Py_ssize_t e = le;
+    while (e > lo) {
+        char c = buf[e - 1];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c') e--;
+        else break;
+    }
+    for (int k = 0; k < 2; k++)
+        if (e - lo >= f->tail_lens[k] && memcmp(buf + e - f->tail_lens[k], f->tails[k], f->tail_lens[k]) == 0) return 1;
+    return 0;
+}
+
+/* The time facts of ts ``t[:n]`` (UTF-8) with mono offset ``off``: 0, or -1 on error. */
+static int ts_facts_of(Folder *f, const char *t, Py_ssize_t n, uint64_t off, TsFacts *out) {
+    int64_t secs; int ms;
+    if (emitter_ts(f, t, n, &secs, &ms)) {
+        out->canonical_ok = 1; memcpy(out->canonical, t, 24);
+        out->has_key = 1; out->key.us = secs * 1000000 + (int64_t)ms * 1000; out->key.off = off;
+        return 0;
+    }
+    return python_ts_facts(f, t, n, off, out);
+}
+
+/* The time of a head's ts as the picks keep it: the 24 bytes, a str, or none. */
+static int head_ts_ref(const char *t, Py_ssize_t n, const TsFacts *tf, TsRef *ref) {
+    ref->obj = NULL;
+    if (!tf->has_key) { ref->kind = 0; return 0; }
+    if (n == 24 && is_ascii(t, 24)) { ref->kind = 1; memcpy(ref->b, t, 24); return 0; }
+    ref->kind = 2;
+    return (ref->obj = PyUnicode_DecodeUTF8(t, n, "replace")) ? 0 : -1;
+}
+
+/* -- the pass over one buffer ------------------------------------------------------- */
+static PyObject *Folder_buffer(Folder *f, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    long long block;
+    PyObject *gap_cb, *line_cb, *body_cb, *malformed_cb;
+    if (!PyArg_ParseTuple(args, "y*nnLOOOO", &view, &start, &end, &block, &gap_cb, &line_cb, &body_cb, &malformed_cb))
+        return NULL;
+    const char *buf = view.buf;
+    if (end > view.len) end = view.len;
+    if (start < 0) start = 0;
+    Py_ssize_t gap = start;
+    Py_ssize_t cv = find(buf, start, end, f->markers[0], f->marker_lens[0]);
+    Py_ssize_t sv = find(buf, start, end, f->markers[1], f->marker_lens[1]);
+    Py_ssize_t pos = find(buf, start, end, f->head, f->head_len);
+    PyObject *r;
+    Head h;
+#define CALL(cb, ...) do { r = PyObject_CallFunction(cb, __VA_ARGS__); if (!r) goto fail; } while (0)
+    while (pos >= 0) {
+        Py_ssize_t le = find_nl(buf, pos, end);
+        if (le < 0) le = end;
+        Py_ssize_t nxt = find(buf, le, end, f->head, f->head_len);
+        Py_ssize_t ms;
+        if (pos >= f->prefix_len && memcmp(buf + pos - f->prefix_len, f->prefix, f->prefix_len) == 0)
+            ms = pos - f->prefix_len;
+        else if (pos >= f->jprefix_len && memcmp(buf + pos - f->jprefix_len, f->jprefix, f->jprefix_len) == 0)
+            ms = pos - f->jprefix_len;
+        else if (pos == 0 || buf[pos - 1] == '\n')
+            ms = pos ? pos - 1 : 0;
+        else { pos = nxt; continue; }
+        if (!match_head(f, buf, pos, le, &h) || ms < gap) { pos = nxt; continue; }
+        if ((cv >= 0 && cv < ms) || (sv >= 0 && sv < ms)) { CALL(gap_cb, "nn", gap, ms); Py_DECREF(r); }
+        gap = le;
+        if (cv < le) cv = cv >= 0 ? find(buf, le, end, f->markers[0], f->marker_lens[0]) : -1;
+        if (sv < le) sv = sv >= 0 ? find(buf, le, end, f->markers[1], f->marker_lens[1]) : -1;
+        Py_ssize_t pos_json = pos;
+        pos = nxt;
+        Py_ssize_t ls = buf[ms] == '\n' ? ms + 1 : rfind_nl(buf, start, ms) + 1;
+        if (!tail_ok(f, buf, le)) { CALL(line_cb, "nn", ls, le); Py_DECREF(r); continue; }
+        const char *tid = buf + h.a[0];
+        Py_ssize_t slot = slot_of(f, tid, h.n[0], NULL);
+        if (slot == -3) goto fail;
+        if (slot < 0) continue;
+        Slot *s = &f->slots[slot];
+        if (!s->ev && !f->fold_aggs) continue;
+        const char *layer = buf + h.a[1], *bnd = buf + h.a[2], *slug = buf + h.a[3], *ts = buf + h.a[4];
+        const char *outcome = buf + h.a[6];
+        Name *b = name_of(f, bnd, h.n[2]);
+        if (!b) goto fail;
+        TsFacts tf; TsRef ref;
+        if (ts_facts_of(f, ts, h.n[4], mono_offset_of_digits(buf + h.a[5], h.n[5]), &tf) < 0) goto fail;
+        if (head_ts_ref(ts, h.n[4], &tf, &ref) < 0) goto fail;
+        int bad_ts = !tf.canonical_ok;
+        int plain = 0;
+        if (s->ev) {
+            Py_ssize_t md = h.end + f->middle_len, md_end = le - f->end_len;
+            plain = b->plain && md <= md_end && memcmp(buf + h.end, f->middle, f->middle_len) == 0 &&
+                    memcmp(buf + md_end, f->end, f->end_len) == 0 && is_ascii(buf + pos_json, h.end - pos_json);
+            if (plain) {
+                int o = is_object(f, buf, md, md_end);
+                if (o < 0) { if (ref.kind == 2) Py_DECREF(ref.obj); goto fail; }
+                plain = o;
+            }
+        }
+        int failed = outcome_failed(f, outcome, h.n[6]);
+        PyObject *env = NULL;
+        if (s->ev && !plain) {
+            /* the body: Python parses and folds it; it says no for a broken line */
+            PyObject *key = tf.has_key ? key_object(tf.key) : Py_NewRef(Py_None);
+            if (!key) { if (ref.kind == 2) Py_DECREF(ref.obj); goto fail; }
+            r = PyObject_CallFunction(body_cb, "nnnnNii", slot, ms, pos_json, le, key, bad_ts && f->fold_aggs, 0);
+            if (!r) { if (ref.kind == 2) Py_DECREF(ref.obj); goto fail; }
+            if (r == Py_None) { Py_DECREF(r); if (ref.kind == 2) Py_DECREF(ref.obj); continue; }
+            env = r;
+            s = &f->slots[slot]; /* Python ran: the slots may have moved */
+        } else if (bad_ts && f->fold_aggs) {
+            if (ref.kind == 2) Py_DECREF(ref.obj);
+            CALL(malformed_cb, "n", ms); Py_DECREF(r);
+            continue;
+        }
+        if (f->fold_aggs) {
+            if (agg_fold(f, s, tf.canonical, layer, h.n[1], b, slug, h.n[3], failed) < 0) goto fail_env;
+            if (f->keep_lines) {
+                if (keep_place(f, s, block, ls, le) < 0) goto fail_env;
+                if (!s->ev && b->llm_response) { /* a deferred test's LLM time, for the report */
+                    r = PyObject_CallFunction(body_cb, "nnnnOii", slot, ms, pos_json, le, Py_None, 0, 1);
+                    if (!r) goto fail_env;
+                    Py_DECREF(r);
+                    s = &f->slots[slot];
+                }
+            }
+        }
+        if (env != NULL) { /* the parsed envelope's own head, as Evidence.add reads it */
+            int rc = ev_head_env(f, &f->slots[slot], env);
+            Py_DECREF(env); env = NULL;
+            if (rc < 0) goto fail_ref;
+        } else if (s->ev) {
+            int known;
+            int lc = layer_class_of(layer, h.n[1], &known);
+            if (!known) lc = b->layer_class;
+            if (ev_head(s, b, lc, failed, tf.has_key, tf.key, &ref) < 0) goto fail_ref;
+        }
+        if (ref.kind == 2) Py_DECREF(ref.obj);
+        continue;
+    fail_env:
+        Py_XDECREF(env);
+    fail_ref:
+        if (ref.kind == 2) Py_DECREF(ref.obj);
+        goto fail;
+    }
+    if (gap < end && (cv >= 0 || sv >= 0)) { CALL(gap_cb, "nn", gap, end); Py_DECREF(r); }
+#undef CALL
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* -- an envelope Python parsed (fold.Fold._line) ------------------------------------ */
+/* fold_env(env, block, ls, le) -> the test's slot (folded; Python adds the body when the
+ * slot has evidence), -1 (not this pass's), -2 (the ts is not a time: a malformed line). */
+static PyObject *Folder_fold_env(Folder *f, PyObject *args) {
+    PyObject *env;
+    long long block;
+    Py_ssize_t ls, le;
+    if (!PyArg_ParseTuple(args, "O!Lnn", &PyDict_Type, &env, &block, &ls, &le)) return NULL;
+    const char *tid, *layer = "", *bnd, *slug = "", *outcome = "", *ts;
+    Py_ssize_t tid_n, layer_n = 0, bnd_n, slug_n = 0, outcome_n = 0, ts_n;
+    PyObject *tid_o = PyDict_GetItemWithError(env, f->k_test_id);
+    PyObject *bnd_o = tid_o ? PyDict_GetItemWithError(env, f->k_boundary) : NULL;
+    PyObject *ts_o = bnd_o ? PyDict_GetItemWithError(env, f->k_ts) : NULL;
+    if (!ts_o || !utf8_of(tid_o, &tid, &tid_n) || !utf8_of(bnd_o, &bnd, &bnd_n) || !utf8_of(ts_o, &ts, &ts_n)) {
+        if (PyErr_Occurred()) return NULL;
+        return PyLong_FromLong(-2); /* fields every checked envelope has as strings: cannot be */
+    }
+    PyObject *layer_o = PyDict_GetItemWithError(env, f->k_layer);
+    PyObject *slug_o = PyDict_GetItemWithError(env, f->k_slug);
+    PyObject *outcome_o = PyDict_GetItemWithError(env, f->k_outcome);
+    if (PyErr_Occurred()) return NULL;
+    if (layer_o) utf8_of(layer_o, &layer, &layer_n);
+    if (slug_o) utf8_of(slug_o, &slug, &slug_n);
+    if (outcome_o) utf8_of(outcome_o, &outcome, &outcome_n);
+    Py_ssize_t slot = slot_of(f, tid, tid_n, NULL);
+    if (slot == -3) return NULL;
+    if (slot < 0 || (!f->slots[slot].ev && !f->fold_aggs)) return PyLong_FromLong(-1);
+    if (f->fold_aggs) {
+        TsFacts tf;
+        Name *b = name_of(f, bnd, bnd_n);
+        if (!b || ts_facts_of(f, ts, ts_n, 0, &tf) < 0) return NULL;
+        if (!tf.canonical_ok) return PyLong_FromLong(-2);
+        Slot *s = &f->slots[slot];
+        if (agg_fold(f, s, tf.canonical, layer, layer_n, b, slug, slug_n, outcome_failed(f, outcome, outcome_n)) < 0)
+            return NULL;
+        if (f->keep_lines && keep_place(f, s, block, ls, le) < 0) return NULL;
+    }
+    if (!f->slots[slot].ev) return PyLong_FromSsize_t(slot); /* folded into the row only */
+    if (ev_head_env(f, &f->slots[slot], env) < 0) return NULL;
+    return PyLong_FromSsize_t(slot);
+}
+
+/* -- results ------------------------------------------------------------------------ */
+static PyObject *ts_object(const TsRef *r) {
+    if (r->kind == 1) return PyUnicode_DecodeASCII(r->b, 24, "strict");
+    if (r->kind == 2) return Py_NewRef(r->obj);
+    Py_RETURN_NONE;
+}
+
+static PyObject *pick_tuple(const PickRef *p) {
+    if (!p->set) return Py_BuildValue("(OOO)", Py_None, Py_None, Py_None);
+    PyObject *key = p->has_key ? key_object(p->key) : Py_NewRef(Py_None);
+    PyObject *ts = p->has_key ? ts_object(&p->ts) : Py_NewRef(Py_None);
+    if (!key || !ts) { Py_XDECREF(key); Py_XDECREF(ts); return NULL; }
+    return Py_BuildValue("(NNO)", key, ts, p->boundary);
+}
+
+/* results() -> [(agg, kept, head) per slot, in the order tests were admitted]:
+ * agg (events, first, last, failed, flags, layers, slugs, order) or None;
+ * kept (places as bytes of int64 triples, more) or None;
+ * head (events, names, counts, other, layers[4], failures, first, last, backend, counters, skipped) or None. */
+static PyObject *Folder_results(Folder *f, PyObject *unused) {
+    PyObject *out = PyList_New(f->n_slots);
+    if (!out) return NULL;
+    for (Py_ssize_t k = 0; k < f->n_slots; k++) {
+        Slot *s = &f->slots[k];
+        PyObject *agg = NULL, *kept = NULL, *head = NULL;
+        if (s->agg_on) {
+            PyObject *layers = PySet_New(NULL), *slugs = PyList_New(0);
+            if (!layers || !slugs) goto fail_item;
+            for (Py_ssize_t i = 0; i < s->n_layers; i++)
+                if (PySet_Add(layers, s->layers[i]) < 0) goto fail_item;
+            for (int i = 0; i < s->n_slugs; i++)
+                if (PyList_Append(slugs, s->slugs[i]) < 0) goto fail_item;
+            agg = Py_BuildValue("(Ly#y#iiNNn)", (long long)s->a_events, s->first, (Py_ssize_t)24, s->last,
+                                (Py_ssize_t)24, s->failed, s->flags, layers, slugs, s->agg_order);
+            if (!agg) goto fail_item;
+            if (f->keep_lines)
+                kept = Py_BuildValue("(y#L)", (const char *)s->places, s->n_places * 3 * (Py_ssize_t)sizeof(int64_t),
+                                     (long long)s->more);
+        }
+        if (s->ev) {
+            PyObject *names = PyTuple_New(s->n_bc), *counts = PyList_New(s->n_bc), *ctr = PyTuple_New(N_COUNTERS);
+            if (!names || !counts || !ctr) { Py_XDECREF(names); Py_XDECREF(counts); Py_XDECREF(ctr); goto fail_item; }
+            for (int i = 0; i < s->n_bc; i++) {
+                PyTuple_SET_ITEM(names, i, Py_NewRef(s->bc[i].name));
+                PyList_SET_ITEM(counts, i, PyLong_FromLongLong(s->bc[i].count));
+            }
+            for (int i = 0; i < N_COUNTERS; i++) PyTuple_SET_ITEM(ctr, i, PyLong_FromLongLong(s->counters[i]));
+            head = Py_BuildValue("(LNNL(LLLL)LNNNNL)", (long long)s->events, names, counts, (long long)s->other_names,
+                                 (long long)s->lay[0], (long long)s->lay[1], (long long)s->lay[2], (long long)s->lay[3],
+                                 (long long)s->failures, pick_tuple(&s->first_pick), pick_tuple(&s->last_pick),
+                                 pick_tuple(&s->backend_pick), ctr, (long long)s->skipped);
+            if (!head) goto fail_item;
+        }
+        PyObject *item = Py_BuildValue("(NNN)", agg ? agg : Py_NewRef(Py_None), kept ? kept : Py_NewRef(Py_None),
+                                       head ? head : Py_NewRef(Py_None));
+        if (!item) goto fail;
+        PyList_SET_ITEM(out, k, item);
+        continue;
+    fail_item:
+        Py_XDECREF(agg); Py_XDECREF(kept); Py_XDECREF(head);
+        goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* -- making and unmaking ------------------------------------------------------------ */
+static void slot_free(Slot *s) {
+    for (Py_ssize_t i = 0; i < s->n_layers; i++) Py_DECREF(s->layers[i]);
+    PyMem_Free(s->layers);
+    for (int i = 0; i < s->n_slugs; i++) Py_DECREF(s->slugs[i]);
+    PyMem_Free(s->places);
+    for (int i = 0; i < s->n_bc; i++) Py_DECREF(s->bc[i].name);
+    PyMem_Free(s->bc);
+    PickRef *picks[] = {&s->first_pick, &s->last_pick, &s->backend_pick};
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(picks[i]->boundary);
+        if (picks[i]->ts.kind == 2) Py_XDECREF(picks[i]->ts.obj);
+    }
+}
+
+static void Folder_dealloc(Folder *f) {
+    for (int k = 0; k < f->n_fields; k++) { PyMem_Free(f->fields[k].name); PyMem_Free(f->fields[k].literal); }
+    char *owned[] = {f->head, f->prefix, f->jprefix, f->markers[0], f->markers[1], f->middle, f->end,
+                     f->tails[0], f->tails[1], f->failed[0], f->failed[1], f->failed[2], f->failed[3],
+                     f->accounting, f->llm_response};
+    for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) PyMem_Free(owned[i]);
+    Py_XDECREF(f->terminal_bits);
+    Py_XDECREF(f->admit); Py_XDECREF(f->boundary_info); Py_XDECREF(f->ts_facts); Py_XDECREF(f->loads);
+    Py_XDECREF(f->k_boundary); Py_XDECREF(f->k_layer); Py_XDECREF(f->k_outcome); Py_XDECREF(f->k_ts);
+    Py_XDECREF(f->k_mono); Py_XDECREF(f->k_slug); Py_XDECREF(f->k_test_id);
+    names_clear(&f->names);
+    for (Py_ssize_t i = 0; i < f->tids_cap; i++) PyMem_Free(f->tids[i].bytes);
+    PyMem_Free(f->tids);
+    for (Py_ssize_t i = 0; i < f->n_slots; i++) slot_free(&f->slots[i]);
+    PyMem_Free(f->slots);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+static int take(PyObject *b, char **out, Py_ssize_t *len) {
+    return (*out = copy_bytes(b, len)) ? 0 : -1;
+}
+
+static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
+    static char *names[] = {"fields", "head", "prefix", "java_prefix", "markers", "middle", "end", "tails",
+                            "tail_room", "failed", "accounting", "llm_response", "terminal_bits", "backend_bit",
+                            "admit", "boundary_info", "ts_facts", "loads", "fold_aggs", "keep_lines", "max_tests",
+                            NULL};
+    PyObject *fields, *head, *prefix, *jprefix, *markers, *middle, *end, *tails, *failed, *accounting, *llm, *bits;
+    PyObject *admit, *info, *tsf, *loads;
+    Py_ssize_t tail_room, keep_lines, max_tests;
+    int backend_bit, fold_aggs;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!SSSO!SSO!nO!SSO!iOOOOpnn", names, &PyTuple_Type, &fields, &head,
+                                     &prefix, &jprefix, &PyTuple_Type, &markers, &middle, &end, &PyTuple_Type, &tails,
+                                     &tail_room, &PyTuple_Type, &failed, &accounting, &llm, &PyDict_Type, &bits,
+                                     &backend_bit, &admit, &info, &tsf, &loads, &fold_aggs, &keep_lines, &max_tests))
+        return -1;
+    if (PyTuple_GET_SIZE(fields) > MAX_FIELDS || PyTuple_GET_SIZE(markers) != 2 || PyTuple_GET_SIZE(tails) != 2 ||
+        PyTuple_GET_SIZE(failed) > 4) {
+        PyErr_SetString(PyExc_ValueError, "unexpected layout");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fields); k++) {
+        PyObject *name, *lit;
+        int kind;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, k), "SiS", &name, &kind, &lit)) return -1;
+        Field *fd = &f->fields[f->n_fields++];
+        fd->kind = kind;
+        if (take(name, &fd->name, &fd->name_len) < 0 || take(lit, &fd->literal, &fd->literal_len) < 0) return -1;
+    }
+    if (take(head, &f->head, &f->head_len) < 0 || take(prefix, &f->prefix, &f->prefix_len) < 0 ||
+        take(jprefix, &f->jprefix, &f->jprefix_len) < 0 || take(middle, &f->middle, &f->middle_len) < 0 ||
+        take(end, &f->end, &f->end_len) < 0 || take(accounting, &f->accounting, &f->accounting_len) < 0 ||
+        take(llm, &f->llm_response, &f->llm_response_len) < 0)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(markers, k)) || !PyBytes_Check(PyTuple_GET_ITEM(tails, k))) {
+            PyErr_SetString(PyExc_TypeError, "markers and tails are bytes");
+            return -1;
+        }
+        if (take(PyTuple_GET_ITEM(markers, k), &f->markers[k], &f->marker_lens[k]) < 0 ||
+            take(PyTuple_GET_ITEM(tails, k), &f->tails[k], &f->tail_lens[k]) < 0)
+            return -1;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(failed); k++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(failed, k))) { PyErr_SetString(PyExc_TypeError, "outcomes are bytes"); return -1; }
+        if (take(PyTuple_GET_ITEM(failed, k), &f->failed[k], &f->failed_lens[k]) < 0) return -1;
+        f->n_failed++;
+    }
+    f->tail_room = tail_room;
+    f->terminal_bits = Py_NewRef(bits);
+    f->backend_bit = backend_bit;
+    f->admit = Py_NewRef(admit); f->boundary_info = Py_NewRef(info); f->ts_facts = Py_NewRef(tsf);
+    f->loads = Py_NewRef(loads);
+    f->fold_aggs = fold_aggs; f->keep_lines = keep_lines; f->max_tests = max_tests;
+    if (!(f->k_boundary = PyUnicode_InternFromString("boundary")) || !(f->k_layer = PyUnicode_InternFromString("layer")) ||
+        !(f->k_outcome = PyUnicode_InternFromString("outcome")) || !(f->k_ts = PyUnicode_InternFromString("ts")) ||
+        !(f->k_mono = PyUnicode_InternFromString("mono_ns")) || !(f->k_slug = PyUnicode_InternFromString("slug")) ||
+        !(f->k_test_id = PyUnicode_InternFromString("test_id")))
+        return -1;
+    return 0;
+}
+
+static PyObject *Folder_get_untracked(Folder *f, void *c) { return PyLong_FromLongLong(f->untracked); }
+
+static PyMethodDef Folder_methods[] = {
+    {"buffer", (PyCFunction)Folder_buffer, METH_VARARGS,
+     "buffer(buf, start, end, block, gap, line, body, malformed): fold the lines of buf[start:end]."},
+    {"fold_env", (PyCFunction)Folder_fold_env, METH_VARARGS,
+     "fold_env(env, block, ls, le) -> slot, -1 (nothing more) or -2 (ts is not a time)."},
+    {"results", (PyCFunction)Folder_results, METH_NOARGS, "results() -> [(agg, kept, head)] per slot."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Folder_getset[] = {
+    {"untracked", (getter)Folder_get_untracked, NULL, "envelopes of tests past max_tests", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FolderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cvdiag.read._cfold.Folder",
+    .tp_basicsize = sizeof(Folder),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The compiled fold of one pass (see fold.py).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Folder_init,
+    .tp_dealloc = (destructor)Folder_dealloc,
+    .tp_methods = Folder_methods,
+    .tp_getset = Folder_getset,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cfold", "The compiled fold of the tests pass.", -1, NULL};
+
+PyMODINIT_FUNC PyInit__cfold(void) {
+    if (PyType_Ready(&FolderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Folder", (PyObject *)&FolderType) < 0) { Py_DECREF(m); return NULL; }
+    return m;
+}

@@ -1,0 +1,296 @@
+"""The compiled fold (``cvdiag/read/_cfold.c``) against the Python fold: the same rows, the
+same evidence slot for slot, the same verdicts, the same counts of malformed lines.
+
+Every log here is folded twice in one process, once with the compiled fold and once with
+``fold._CFOLD`` taken away; the Python fold is the reference. The labelled corpus is
+written in the line shapes of spec section 1, and hypothesis writes envelopes that are
+odd on purpose (times in other shapes, mono_ns past int64, edge headers, unknown layers,
+accounting lines, duplicated keys, cut lines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from logkit import docker_line
+
+from cvdiag.contract.schema import JAVA_PREFIX, PREFIX
+from cvdiag.diagnosis import Evidence, Thresholds, classify
+from cvdiag.read import fold
+from cvdiag.testing import envelope
+
+ROOT = Path(__file__).resolve().parent.parent
+# Where the end-to-end tests must run (CI), the compiled fold must have been built too.
+pytestmark = pytest.mark.skipif(
+    fold._CFOLD is None and not os.environ.get("CVDIAG_REQUIRE_E2E"),
+    reason="the compiled fold is not built (no C compiler at install)",
+)
+
+
+def _state(value: Any, depth: int = 0) -> Any:
+    """A comparable picture of an evidence slot: slotted objects as their slots, recursively."""
+    if depth > 6:
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _state(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_state(v, depth + 1) for v in value)
+    slots = [s for c in type(value).__mro__ for s in getattr(c, "__slots__", ())]
+    if slots and not isinstance(value, str | bytes | int | float):
+        if hasattr(value, "names") and type(value).__name__ == "Shape":
+            return ("Shape", value.names)
+        return (type(value).__name__, {s: _state(getattr(value, s, None), depth + 1) for s in slots})
+    return value
+
+
+def _fold_both(
+    log: bytes, monkeypatch: pytest.MonkeyPatch, *, keep_lines: int = 0, budget: int | None = None
+) -> tuple[fold.Fold, fold.Fold]:
+    compiled = fold.Fold(Evidence, budget=budget, keep_lines=keep_lines)
+    assert compiled._c is not None
+    compiled.read([(log, "t.log", 0, len(log), 1, 0)], count=True)
+    with monkeypatch.context() as m:
+        m.setattr(fold, "_CFOLD", None)
+        python = fold.Fold(Evidence, budget=budget, keep_lines=keep_lines)
+        assert python._c is None
+        python.read([(log, "t.log", 0, len(log), 1, 0)], count=True)
+    return compiled, python
+
+
+def _assert_same(compiled: fold.Fold, python: fold.Fold) -> None:
+    assert {t: a.row(t) for t, a in compiled.aggs.items()} == {t: a.row(t) for t, a in python.aggs.items()}
+    assert list(compiled.aggs) == list(python.aggs)  # first seen first: the order rows are made in
+    assert (compiled.tally.count, compiled.tally.first) == (python.tally.count, python.tally.first)
+    assert (compiled.tally.coerced, compiled.tally.first_coerced) == (python.tally.coerced, python.tally.first_coerced)
+    assert (compiled.tally.untracked, compiled.deferred) == (python.tally.untracked, python.deferred)
+    assert compiled.evidence.keys() == python.evidence.keys()
+    end = python.latest
+    for tid, want in python.evidence.items():
+        got = compiled.evidence[tid]
+        for slot in Evidence.__slots__:
+            assert _state(getattr(got, slot)) == _state(getattr(want, slot)), (tid, slot)
+        assert classify(got, Thresholds(), log_end=end).to_json() == classify(want, Thresholds(), log_end=end).to_json()
+    if python.kept is not None:
+        assert compiled.kept is not None
+        assert {t: (list(k.places), k.more, k.llm_ms) for t, k in compiled.kept.items()} == {
+            t: (list(k.places), k.more, k.llm_ms) for t, k in python.kept.items()
+        }
+
+
+def _dumps(env: dict[str, Any]) -> bytes:
+    """The emitter's compact layout; json, as orjson refuses integers past 64 bits."""
+    return json.dumps(env, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _shaped(env: dict[str, Any], shape: int) -> bytes:
+    raw = _dumps(env)
+    match shape % 6:
+        case 0 | 1:
+            return PREFIX.encode() + raw
+        case 2:
+            return b"2026-11-21 10:00:00,123 INFO app: " + PREFIX.encode() + raw
+        case 3:
+            return JAVA_PREFIX.encode() + raw
+        case 4:
+            return raw
+        case _:
+            return docker_line(PREFIX + raw.decode(), 0.0).encode()
+
+
+def test_the_labelled_corpus_folds_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [b"noise before anything"]
+    records = [
+        json.loads(x) for p in sorted((ROOT / "tests" / "corpus").glob("*.jsonl")) for x in p.open() if x.strip()
+    ]
+    assert len(records) >= 250
+    # Interleaved, as a CI log has them, in every shape.
+    queues = [list(r["events"]) for r in records]
+    n = 0
+    while any(queues):
+        for q in queues:
+            if q:
+                lines.append(_shaped(q.pop(0), n))
+                n += 1
+                if n % 7 == 0:
+                    lines.append(b"INFO uvicorn.access 127.0.0.1 - GET /chat 200")
+    log = b"\n".join(lines) + b"\n"
+    compiled, python = _fold_both(log, monkeypatch, keep_lines=20)
+    assert len(python.evidence) == len({r["events"][0]["test_id"] for r in records if r["events"]})
+    assert python.parsed > 0 and compiled.parsed == python.parsed  # the docker lines: the general parser's
+    _assert_same(compiled, python)
+
+
+def test_a_budget_that_defers_tests_folds_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = b"".join(
+        PREFIX.encode()
+        + orjson.dumps(envelope("backend.sse.event", test_id=f"t{k % 9}", ts=f"2026-11-21T10:00:0{k % 10}.{k:03d}Z"))
+        + b"\n"
+        for k in range(60)
+    )
+    compiled, python = _fold_both(log, monkeypatch, keep_lines=5, budget=4)
+    assert len(python.deferred) == 5
+    _assert_same(compiled, python)
+
+
+_BOUNDARIES = (
+    "backend.request.ingress",
+    "backend.sse.event",
+    "backend.sse.first_byte",
+    "backend.response.complete",
+    "backend.sse.aborted",
+    "backend.error.caught",
+    "backend.llm.call.start",
+    "backend.llm.call.response",
+    "backend.agent.exit",
+    "backend.tool.call.response",
+    "probe.dom.firsttoken",
+    "probe.exit",
+    "aimock.request",
+    "cvdiag.metadata_dropped",
+    "custom.thing",
+)
+_TIMES = st.one_of(
+    st.builds(
+        lambda s, ms: f"2026-11-21T10:{s // 60:02d}:{s % 60:02d}.{ms:03d}Z",
+        st.integers(0, 3599),
+        st.integers(0, 999),
+    ),
+    st.sampled_from(
+        [
+            "2026-11-21T10:00:00.5Z",
+            "2026-11-21T10:00:00.123456+00:00",
+            "2026-11-21T10:00:00+02:00",
+            "2026-11-21T10:00:00.123",
+            "2026-13-01T00:00:00.000Z",
+            "2026-02-29T00:00:00.000Z",
+            "1969-12-31T23:59:59.999Z",
+            "0001-01-01T00:00:00.000Z",
+            "9999-12-31T23:59:59.999Z",
+            "2026-11-21T10:00:00.12aZ",
+            "not a time",
+            "",
+        ]
+    ),
+)
+_MONO = st.one_of(st.integers(-(2**70), 2**70), st.integers(0, 10**12))
+_ENVELOPE = st.fixed_dictionaries(
+    {
+        "test_id": st.sampled_from(["a", "b", "c", "ünï", "d e"]),
+        "boundary": st.sampled_from(_BOUNDARIES),
+        "layer": st.sampled_from(["backend", "probe", "aimock", "other", "edge"]),
+        "slug": st.sampled_from(["s1", "s2", "s3", "s4", "s5", ""]),
+        "ts": _TIMES,
+        "mono_ns": _MONO,
+        "outcome": st.sampled_from(["ok", "err", "timeout", "info"]),
+        "duration_ms": st.one_of(st.none(), st.integers(0, 10**6)),
+        "metadata": st.one_of(
+            st.just({}),
+            st.fixed_dictionaries(
+                {
+                    "http_status": st.sampled_from([200, 500, 502]),
+                    "sse_event_count": st.integers(0, 5),
+                    "termination_kind": st.sampled_from(["rst", "fin_clean", "timeout"]),
+                    "latency_ms": st.floats(0, 1e4, allow_nan=False),
+                    "error_type": st.sampled_from(["rate_limit", "server_error"]),
+                }
+            ),
+        ),
+        "edge": st.sampled_from([None, {"cf-ray": "abc-LHR"}, {"via": "1.1 edge"}, {"retry-after": "3"}]),
+    }
+)
+_LINE = st.tuples(_ENVELOPE, st.integers(0, 11))
+
+
+def _line(spec: dict[str, Any], how: int) -> bytes:
+    md = spec["metadata"]
+    env = envelope(
+        spec["boundary"],
+        test_id=spec["test_id"],
+        layer=spec["layer"],
+        slug=spec["slug"],
+        ts=spec["ts"],
+        mono_ns=spec["mono_ns"],
+        outcome=spec["outcome"],
+        duration_ms=spec["duration_ms"],
+        metadata=md,
+    )
+    if spec["edge"]:
+        env["edge_headers"] = {**env["edge_headers"], **spec["edge"]}
+    if how < 6:
+        return _shaped(env, how)
+    raw = PREFIX.encode() + _dumps(env)
+    match how:
+        case 6:  # cut
+            return raw[: len(raw) // 2]
+        case 7:  # a trailing colour code
+            return raw + b"\x1b[0m"
+        case 8:  # a second outcome: JSON keeps the last, the head the first
+            return raw[:-1] + b',"outcome":"err"}'
+        case 9:  # metadata that is no object
+            return raw.replace(b'"metadata":{', b'"metadata":[{', 1).replace(b'},"_metadata', b'}],"_metadata', 1)
+        case 10:  # whitespace before the metadata
+            return raw.replace(b'"metadata":', b'"metadata": ', 1)
+        case _:
+            return b"noise mentioning " + spec["test_id"].encode() + b" and CVDIAG in passing"
+
+
+_MONO_PAST_INT64 = {
+    "test_id": "a", "boundary": "backend.sse.event", "layer": "backend", "slug": "s1",
+    "ts": "2026-11-21T10:00:00.000Z", "mono_ns": 2**70, "outcome": "ok",
+    "duration_ms": None, "metadata": {}, "edge": None,
+}  # fmt: skip
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(lines=st.lists(_LINE, min_size=1, max_size=40), keep=st.sampled_from([0, 3]))
+@example(lines=[(_MONO_PAST_INT64, 0)], keep=3)
+def test_any_log_folds_alike(
+    lines: list[tuple[dict[str, Any], int]], keep: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = b"\n".join(_line(spec, how) for spec, how in lines) + b"\n"
+    compiled, python = _fold_both(log, monkeypatch, keep_lines=keep)
+    _assert_same(compiled, python)
+
+
+def test_the_compiled_fold_is_what_the_cli_runs(tmp_path: Path) -> None:
+    """A fold made for ``Evidence`` takes the compiled path; a class without ``take_head`` does not."""
+
+    class Recorder:
+        def __init__(self, test_id: str) -> None:
+            self.envelopes: list[dict[str, Any]] = []
+
+        def add(self, env: dict[str, Any]) -> None:
+            self.envelopes.append(env)
+
+    assert fold.compiled()
+    assert fold.Fold(Evidence)._c is not None and fold.Fold()._c is not None
+    assert fold.Fold(Recorder)._c is None
+
+
+def test_without_the_compiled_fold_a_big_input_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cvdiag.face import _commands, cli
+
+    log = tmp_path / "server.log"
+    log.write_bytes(PREFIX.encode() + orjson.dumps(envelope("backend.response.complete", test_id="t-1")) + b"\n")
+    monkeypatch.setattr(_commands, "_SLOW_NOTE_BYTES", 1)  # as if the log were big
+    assert cli.main(["tests", str(log)]) == 0
+    assert "compiled fold" not in capsys.readouterr().err
+    monkeypatch.setattr(fold, "_CFOLD", None)
+    assert cli.main(["tests", str(log)]) == 0
+    out = capsys.readouterr()
+    assert "t-1" in out.out
+    assert "reading at Python speed (about 3x slower): the compiled fold is not built" in out.err
+    monkeypatch.setenv("CVDIAG_COMPILED", "0")  # asked for: nothing to say
+    assert cli.main(["tests", str(log)]) == 0
+    assert "compiled fold" not in capsys.readouterr().err
