@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,11 @@ JQ_FIELDS = "{test_id,layer,boundary,slug,ts,outcome}"
 def cvdiag() -> list[str]:
     script = Path(sys.executable).with_name("cvdiag")
     return [str(script)] if script.exists() else [sys.executable, "-m", "cvdiag"]
+
+
+def python_fold(argv: list[str]) -> str:
+    """``argv`` as a shell command with the compiled fold turned off (the baseline it replaces)."""
+    return "CVDIAG_COMPILED=0 " + " ".join(shlex.quote(a) for a in argv)
 
 
 def measure(argv: list[str] | str, runs: int) -> tuple[float, float]:
@@ -87,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         "cvdiag tests --no-class -j2": [*cv, "tests", "--no-class", "-j", "2", f],
         "cvdiag tests -j1 (with class)": [*cv, "tests", "-j", "1", f],
         "cvdiag tests -j2 (with class)": [*cv, "tests", "-j", "2", f],
+        "cvdiag tests -j1 (with class, Python fold)": python_fold([*cv, "tests", "-j", "1", f]),
+        "cvdiag tests -j2 (with class, Python fold)": python_fold([*cv, "tests", "-j", "2", f]),
+        "cvdiag report -j2": [*cv, "report", "-j", "2", "-o", os.devnull, f],
         "cvdiag stats": [*cv, "stats", f],
         "cvdiag grep --test-id ID": [*cv, "grep", "--test-id", test_id, f],
         "python -c pass": [sys.executable, "-c", "pass"],
@@ -114,7 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     for jobs in ("-j1", "-j2"):
         wall = r[f"cvdiag tests {jobs} (with class)"][0]
         speedup = r["grep | sed | jq"][0] / wall
-        print(f"tests {jobs} with class        : {size_mb / wall:.0f} MB/s, {speedup:.1f}x faster than grep|sed|jq")
+        python = r[f"cvdiag tests {jobs} (with class, Python fold)"][0] / wall
+        print(
+            f"tests {jobs} with class        : {size_mb / wall:.0f} MB/s, {speedup:.1f}x faster than grep|sed|jq,"
+            f" {python:.1f}x the Python fold"
+        )
+    report = r["cvdiag report -j2"][0]
+    print(f"report -j2 / tests -j2      : {report / r['cvdiag tests -j2 (with class)'][0]:.2f}x (target <= 1.2x)")
     startup = r["cvdiag start-up (tests, 20 lines)"][0]
     print(
         f"start-up                    : {startup * 1000:.0f} ms "
