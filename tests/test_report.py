@@ -4,7 +4,10 @@ at the page itself: tests/test_report_browser.py)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,6 +58,23 @@ def test_report_writes_one_page_with_every_test_and_says_so(log: Path, tmp_path:
     story_detail = details[rows[STORY_ID]["detail"]]
     assert len(story_detail["events"]) == len(story())
     assert story_detail["diagnosis"]["class"] == strings[rows[STORY_ID]["class"]]
+
+
+def test_a_fifo_or_device_given_as_the_output_is_written_into_not_replaced(log: Path, tmp_path: Path) -> None:
+    """``-o /dev/null`` once replaced the device with a regular file (the atomic rename)."""
+    fifo = tmp_path / "page.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    result = run("report", log, "-o", fifo)
+    reader.join(30)
+    assert result.code == 0, result.err
+    assert stat.S_ISFIFO(fifo.stat().st_mode)  # still a FIFO ...
+    assert b'id="cvdiag-index"' in received[0]  # ... and the page went through it
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".cvdiag-report-")] == []
+    assert run("report", log, "-o", os.devnull).code == 0
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
 def test_all_gives_every_test_a_waterfall(log: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -56,11 +57,20 @@ def render(doc: Mapping[str, Any], title: str = "cvdiag report", extra: str = ""
 
 def write(doc: Mapping[str, Any], path: str, title: str = "cvdiag report", extra: str = "") -> int:
     """Writes the page to ``path`` atomically (a reader never sees half a report), or to
-    stdout for ``-``; returns its size."""
+    stdout for ``-``; returns its size. A path that is no regular file (``/dev/null``, a
+    FIFO) is written into, never replaced by a file."""
     page = render(doc, title, extra).encode("utf-8")
     if path == "-":
         sys.stdout.buffer.write(page)
         sys.stdout.buffer.flush()
+        return len(page)
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        special = False  # nothing there yet (or unreadable): the atomic write says why
+    if special:
+        with open(path, "wb") as fh:
+            fh.write(page)
         return len(page)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".cvdiag-report-", suffix=".html", dir=folder)
