@@ -206,6 +206,13 @@ def finite_ms(value: Any) -> float | None:
     return value if math.isfinite(value) and abs(value) < _FAR_MS else None
 
 
+def _llm_ms(env: dict[str, Any] | None) -> float | None:
+    """The time an LLM call's response envelope says the call took, which a report adds up."""
+    if env is None or env["boundary"] != _LLM_RESPONSE_TEXT or not isinstance(env.get("metadata", {}), dict):
+        return None
+    return finite_ms(env.get("duration_ms"))
+
+
 def _parsed(raw: Any) -> dict[str, Any] | None:
     try:
         env = orjson.loads(raw)
@@ -401,10 +408,9 @@ class Fold:
             self.aggs[tid] = Agg.of(agg)
 
     def _add_llm_ms(self, slot: int, env: dict[str, Any] | None) -> None:
-        if env is not None and env["boundary"] == _LLM_RESPONSE_TEXT and isinstance(env.get("metadata", {}), dict):
-            d = finite_ms(env.get("duration_ms"))
-            if d is not None:
-                self._llm_ms[slot] = self._llm_ms.get(slot, 0.0) + d
+        d = _llm_ms(env)
+        if d is not None:
+            self._llm_ms[slot] = self._llm_ms.get(slot, 0.0) + d
 
     def _compiled_buffer(self, buf: Any, name: str, start: int, end: int, count: bool, base: int, block: int) -> None:
         """``buffer`` in the compiled fold: Python sees only the lines it must decide."""
@@ -681,10 +687,9 @@ class Fold:
             kept.places.extend((block, ls, le))
         else:
             kept.more += 1
-        if env is not None and env["boundary"] == _LLM_RESPONSE_TEXT and isinstance(env.get("metadata", {}), dict):
-            d = finite_ms(env.get("duration_ms"))
-            if d is not None:
-                kept.llm_ms = (kept.llm_ms or 0.0) + d
+        d = _llm_ms(env)
+        if d is not None:
+            kept.llm_ms = (kept.llm_ms or 0.0) + d
 
     def _malformed(self, counter: LineCounter, name: str, offset: int, reason: str, count: bool) -> None:
         if count:
