@@ -23,7 +23,9 @@ from logkit import docker_line
 
 from cvdiag.contract.schema import JAVA_PREFIX, PREFIX
 from cvdiag.diagnosis import Evidence, Thresholds, classify
-from cvdiag.read import fold
+from cvdiag.read import count, fold
+from cvdiag.read.parsing import Tally
+from cvdiag.read.sources import resolve_sources
 from cvdiag.testing import envelope
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,6 +104,12 @@ def _shaped(env: dict[str, Any], shape: int) -> bytes:
             return raw
         case _:
             return docker_line(PREFIX + raw.decode(), 0.0).encode()
+
+
+def _corpus() -> list[dict[str, Any]]:
+    """The labelled scenarios of the diagnosis (``tools/eval_diagnose.py``)."""
+    paths = sorted((ROOT / "tests" / "corpus").glob("*.jsonl"))
+    return [json.loads(x) for p in paths for x in p.open() if x.strip()]
 
 
 def test_the_labelled_corpus_folds_alike(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,3 +302,50 @@ def test_without_the_compiled_fold_a_big_input_says_so(
     monkeypatch.setenv("CVDIAG_COMPILED", "0")  # asked for: nothing to say
     assert cli.main(["tests", str(log)]) == 0
     assert "compiled fold" not in capsys.readouterr().err
+
+
+def _stats_both(path: Path, monkeypatch: pytest.MonkeyPatch, max_rows: int = 10_000) -> tuple[Any, Any]:
+    """(compiled, Python) of ``stats`` over ``path``: rows, latencies, folded, the tally's notes."""
+
+    def run() -> Any:
+        tally = Tally()
+        found = count.collect(resolve_sources([str(path)]), tally, max_rows=max_rows)
+        rows = found.boundary_rows()
+        return rows, found.latency_rows(), found.folded, tally.note(), [list(r) for r in rows]
+
+    compiled = run()
+    with monkeypatch.context() as m:
+        m.setattr(fold, "_CFOLD", None)
+        python = run()
+    return compiled, python
+
+
+def test_stats_counts_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The labelled corpus in every shape, and the every-shape log of the CLI tests."""
+    records = [
+        json.loads(x) for p in sorted((ROOT / "tests" / "corpus").glob("*.jsonl")) for x in p.open() if x.strip()
+    ]
+    log = tmp_path / "corpus.log"
+    log.write_bytes(b"\n".join(_shaped(e, n) for n, e in enumerate(e for r in records for e in r["events"])) + b"\n")
+    compiled, python = _stats_both(log, monkeypatch)
+    assert compiled == python
+    assert sum(r["count"] for r in python[0]) > 1_500 and python[1]  # rows and latencies to compare
+    for path in sorted((ROOT / "tests" / "data" / "logs").glob("*.log*")):
+        compiled, python = _stats_both(path, monkeypatch)
+        assert compiled == python, path.name
+    compiled, python = _stats_both(log, monkeypatch, max_rows=7)  # rows past the cap, in file order
+    assert python[2] > 0 and compiled == python
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(lines=st.lists(_LINE, min_size=1, max_size=40), max_rows=st.sampled_from([3, 10_000]))
+def test_stats_of_any_log_count_alike(
+    lines: list[tuple[dict[str, Any], int]], max_rows: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    log = tmp_path_factory.mktemp("stats") / "any.log"
+    log.write_bytes(b"\n".join(_line(spec, how) for spec, how in lines) + b"\n")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        compiled, python = _stats_both(log, monkeypatch, max_rows)
+    assert compiled == python

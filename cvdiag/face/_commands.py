@@ -249,13 +249,11 @@ def _follow(sources: list[Source], keep: filters.EnvelopeFilter, *, raw: bool, a
 
 
 def stats(args: argparse.Namespace) -> int:
-    from cvdiag.read.stats import Stats
+    from cvdiag.read.count import collect
 
     sources = _sources(args.paths)
-    tally, found, progress = Tally(), Stats(), _progress(sources)
-    for hit in hits_in(sources, tally, progress=progress):
-        if hit.kind == ENVELOPE:
-            found.add(hit.value)
+    tally, progress = Tally(), _progress(sources, folds=True)
+    found = collect(sources, tally, progress)
     progress.close()
     _note(tally)
     if (note := found.note()) is not None:

@@ -12,6 +12,10 @@
  *
  * Nothing here is a rule of the diagnosis: results() hands the counts back, and
  * Python puts them where the rules read them (fold.py, evidence.py).
+ *
+ * Count mode (given ``pair``, for count.py's stats pass): no tests, only envelopes per
+ * (slug, boundary, outcome); a line is counted here only when it is certainly a valid
+ * envelope that says nothing beyond its head, every other line goes to Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -58,6 +62,7 @@ typedef struct {
     int terminal_bit;
     int layer_class; /* of the name's first part, for a line without a known layer */
     int llm_response;
+    int64_t count; /* count mode: the envelopes of this (slug, boundary, outcome) */
 } Name;
 
 typedef struct {
@@ -137,6 +142,8 @@ struct Folder {
     PyObject *terminal_bits; /* dict bytes -> int */
     int backend_bit;
     PyObject *admit, *boundary_info, *ts_facts, *loads; /* callables */
+    PyObject *pair; /* count mode (stats): a (slug, boundary, outcome) met the first time -> token, or None */
+    NameTable triples; /* count mode: "slug\0boundary\0outcome" -> its token (Name.counter) and count */
     int fold_aggs, with_evidence;
     Py_ssize_t keep_lines, max_tests;
     /* state */
@@ -719,6 +726,76 @@ static int head_ts_ref(const char *t, Py_ssize_t n, const TsFacts *tf, TsRef *re
     return (ref->obj = PyUnicode_DecodeUTF8(t, n, "replace")) ? 0 : -1;
 }
 
+/* -- count mode (stats): envelopes per (slug, boundary, outcome) ------------------- */
+/* Count a canonical line in C when it is certainly a valid envelope that says nothing
+ * beyond its head: 1 counted, 0 for Python to read, -1 error. */
+static int count_line(Folder *f, const char *buf, Head *h, Py_ssize_t pos_json, Py_ssize_t le) {
+    Name *b = name_of(f, buf + h->a[2], h->n[2]);
+    if (!b) return -1;
+    Py_ssize_t md = h->end + f->middle_len, md_end = le - f->end_len;
+    int64_t secs; int ms;
+    if (!b->plain || md > md_end || memcmp(buf + h->end, f->middle, f->middle_len) != 0 ||
+        memcmp(buf + md_end, f->end, f->end_len) != 0 || !is_ascii(buf + pos_json, h->end - pos_json) ||
+        !emitter_ts(f, buf + h->a[4], h->n[4], &secs, &ms))
+        return 0;
+    int o = is_object(f, buf, md, md_end);
+    if (o <= 0) return o;
+    /* the key: slug, boundary and outcome, each ended by a NUL (none of them holds one) */
+    Py_ssize_t n = h->n[3] + h->n[2] + h->n[6] + 2;
+    char small[512];
+    char *key = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc(n);
+    if (!key) { PyErr_NoMemory(); return -1; }
+    memcpy(key, buf + h->a[3], h->n[3]); key[h->n[3]] = 0;
+    memcpy(key + h->n[3] + 1, buf + h->a[2], h->n[2]); key[h->n[3] + 1 + h->n[2]] = 0;
+    memcpy(key + h->n[3] + h->n[2] + 2, buf + h->a[6], h->n[6]);
+    NameTable *t = &f->triples;
+    uint64_t hash = fnv(key, n);
+    Name *e = NULL;
+    if (t->cap) {
+        Py_ssize_t j = hash & (t->cap - 1);
+        for (Name *c; (c = t->slots[j]); j = (j + 1) & (t->cap - 1))
+            if (c->hash == hash && c->len == n && memcmp(c->bytes, key, n) == 0) { e = c; break; }
+    }
+    if (!e && t->used >= NAME_TABLE_MAX) { /* a log that invents names: Python counts the rest */
+        if (key != small) PyMem_Free(key);
+        return 0;
+    }
+    if (!e) {
+        /* Python makes the row now, in file order (its cap on rows counts in that order) */
+        PyObject *token = PyObject_CallFunction(f->pair, "y#y#y#", buf + h->a[3], h->n[3], buf + h->a[2], h->n[2],
+                                                buf + h->a[6], h->n[6]);
+        long tk = token ? PyLong_AsLong(token) : -1;
+        Py_XDECREF(token);
+        if (tk < 0 || ((t->used + 1) * 2 > t->cap && names_grow(t) < 0) || !(e = PyMem_Calloc(1, sizeof(Name))) ||
+            !(e->bytes = PyMem_Malloc(n))) {
+            if (e) PyMem_Free(e);
+            if (key != small) PyMem_Free(key);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "pair() must give a token >= 0");
+            return -1;
+        }
+        memcpy(e->bytes, key, n); e->len = n; e->hash = hash; e->counter = (int)tk;
+        Py_ssize_t j = hash & (t->cap - 1);
+        while (t->slots[j]) j = (j + 1) & (t->cap - 1);
+        t->slots[j] = e; t->used++;
+    }
+    if (key != small) PyMem_Free(key);
+    e->count++;
+    return 1;
+}
+
+/* counts() -> [(token, envelopes)] of count mode. */
+static PyObject *Folder_counts(Folder *f, PyObject *unused) {
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out && i < f->triples.cap; i++) {
+        Name *e = f->triples.slots[i];
+        if (!e) continue;
+        PyObject *item = Py_BuildValue("(iL)", e->counter, (long long)e->count);
+        if (!item || PyList_Append(out, item) < 0) { Py_XDECREF(item); Py_CLEAR(out); break; }
+        Py_DECREF(item);
+    }
+    return out;
+}
+
 /* -- the pass over one buffer ------------------------------------------------------- */
 static PyObject *Folder_buffer(Folder *f, PyObject *args) {
     Py_buffer view;
@@ -758,6 +835,12 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
         pos = nxt;
         Py_ssize_t ls = buf[ms] == '\n' ? ms + 1 : rfind_nl(buf, start, ms) + 1;
         if (!tail_ok(f, buf, le)) { CALL(line_cb, "nn", ls, le); Py_DECREF(r); continue; }
+        if (f->pair != NULL) { /* count mode */
+            int counted = count_line(f, buf, &h, pos_json, le);
+            if (counted < 0) goto fail;
+            if (!counted) { CALL(line_cb, "nn", ls, le); Py_DECREF(r); }
+            continue;
+        }
         const char *tid = buf + h.a[0];
         Py_ssize_t slot = slot_of(f, tid, h.n[0], NULL);
         if (slot == -3) goto fail;
@@ -974,6 +1057,8 @@ static void Folder_dealloc(Folder *f) {
     Py_XDECREF(f->k_boundary); Py_XDECREF(f->k_layer); Py_XDECREF(f->k_outcome); Py_XDECREF(f->k_ts);
     Py_XDECREF(f->k_mono); Py_XDECREF(f->k_slug); Py_XDECREF(f->k_test_id);
     names_clear(&f->names);
+    names_clear(&f->triples);
+    Py_XDECREF(f->pair);
     for (Py_ssize_t i = 0; i < f->tids_cap; i++) PyMem_Free(f->tids[i].bytes);
     PyMem_Free(f->tids);
     for (Py_ssize_t i = 0; i < f->n_slots; i++) slot_free(&f->slots[i]);
@@ -989,15 +1074,15 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
     static char *names[] = {"fields", "head", "prefix", "java_prefix", "markers", "middle", "end", "tails",
                             "tail_room", "failed", "accounting", "llm_response", "terminal_bits", "backend_bit",
                             "admit", "boundary_info", "ts_facts", "loads", "fold_aggs", "keep_lines", "max_tests",
-                            NULL};
+                            "pair", NULL};
     PyObject *fields, *head, *prefix, *jprefix, *markers, *middle, *end, *tails, *failed, *accounting, *llm, *bits;
-    PyObject *admit, *info, *tsf, *loads;
+    PyObject *admit, *info, *tsf, *loads, *pair = Py_None;
     Py_ssize_t tail_room, keep_lines, max_tests;
     int backend_bit, fold_aggs;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!SSSO!SSO!nO!SSO!iOOOOpnn", names, &PyTuple_Type, &fields, &head,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!SSSO!SSO!nO!SSO!iOOOOpnn|O", names, &PyTuple_Type, &fields, &head,
                                      &prefix, &jprefix, &PyTuple_Type, &markers, &middle, &end, &PyTuple_Type, &tails,
                                      &tail_room, &PyTuple_Type, &failed, &accounting, &llm, &PyDict_Type, &bits,
-                                     &backend_bit, &admit, &info, &tsf, &loads, &fold_aggs, &keep_lines, &max_tests))
+                                     &backend_bit, &admit, &info, &tsf, &loads, &fold_aggs, &keep_lines, &max_tests, &pair))
         return -1;
     if (PyTuple_GET_SIZE(fields) > MAX_FIELDS || PyTuple_GET_SIZE(markers) != 2 || PyTuple_GET_SIZE(tails) != 2 ||
         PyTuple_GET_SIZE(failed) > 4) {
@@ -1036,6 +1121,7 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
     f->backend_bit = backend_bit;
     f->admit = Py_NewRef(admit); f->boundary_info = Py_NewRef(info); f->ts_facts = Py_NewRef(tsf);
     f->loads = Py_NewRef(loads);
+    f->pair = pair == Py_None ? NULL : Py_NewRef(pair);
     f->fold_aggs = fold_aggs; f->keep_lines = keep_lines; f->max_tests = max_tests;
     if (!(f->k_boundary = PyUnicode_InternFromString("boundary")) || !(f->k_layer = PyUnicode_InternFromString("layer")) ||
         !(f->k_outcome = PyUnicode_InternFromString("outcome")) || !(f->k_ts = PyUnicode_InternFromString("ts")) ||
@@ -1053,6 +1139,7 @@ static PyMethodDef Folder_methods[] = {
     {"fold_env", (PyCFunction)Folder_fold_env, METH_VARARGS,
      "fold_env(env, block, ls, le) -> slot, -1 (nothing more) or -2 (ts is not a time)."},
     {"results", (PyCFunction)Folder_results, METH_NOARGS, "results() -> [(agg, kept, head)] per slot."},
+    {"counts", (PyCFunction)Folder_counts, METH_NOARGS, "counts() -> [(token, envelopes)] of count mode."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -30,7 +30,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -132,6 +132,17 @@ _SKIP, _UNTRACKED, _ROW, _ROW_AND_EVIDENCE = -1, -2, 1, 3
 def compiled() -> bool:
     """Whether passes run in the compiled fold (the CLI says so when they cannot, on big inputs)."""
     return _CFOLD is not None
+
+
+def compiled_folder(**callbacks: Any) -> Any:
+    """A ``_cfold.Folder`` that reads the emitter's layout, with the pass's ``callbacks``."""
+    assert _CFOLD is not None
+    return _CFOLD.Folder(
+        fields=_C_FIELDS, head=_HEAD, prefix=_PREFIX, java_prefix=_JAVA_PREFIX, markers=(_CV, _SV),
+        middle=_PLAIN_MIDDLE, end=_PLAIN_END, tails=_TAILS, tail_room=_TAIL_ROOM, failed=tuple(sorted(_FAILED)),
+        accounting=ACCOUNTING_PREFIX.encode(), llm_response=_LLM_RESPONSE, terminal_bits=_TERMINAL_BITS,
+        backend_bit=_BACKEND, ts_facts=_ts_facts, loads=orjson.loads, **callbacks,
+    )  # fmt: skip
 
 
 def _ts_facts(ts: bytes) -> tuple[bytes | None, int | None]:
@@ -353,14 +364,13 @@ class Fold:
         # The compiled fold, for evidence that can take its head facts from it (``take_head``).
         self._c: Any = None
         if _CFOLD is not None and (evidence_cls is None or hasattr(evidence_cls, "take_head")):
-            self._c = _CFOLD.Folder(
-                fields=_C_FIELDS, head=_HEAD, prefix=_PREFIX, java_prefix=_JAVA_PREFIX, markers=(_CV, _SV),
-                middle=_PLAIN_MIDDLE, end=_PLAIN_END, tails=_TAILS, tail_room=_TAIL_ROOM,
-                failed=tuple(sorted(_FAILED)), accounting=ACCOUNTING_PREFIX.encode(), llm_response=_LLM_RESPONSE,
-                terminal_bits=_TERMINAL_BITS, backend_bit=_BACKEND, admit=self._admit,
-                boundary_info=self._boundary_info, ts_facts=_ts_facts, loads=orjson.loads, fold_aggs=fold_aggs,
-                keep_lines=keep_lines, max_tests=self.max_tests,
-            )  # fmt: skip
+            self._c = compiled_folder(
+                admit=self._admit,
+                boundary_info=self._boundary_info,
+                fold_aggs=fold_aggs,
+                keep_lines=keep_lines,
+                max_tests=self.max_tests,
+            )
             self._slot_tids: list[bytes] = []  # the compiled fold's slots, in its order
             self._slot_evidence: list[Any] = []
             self._llm_ms: dict[int, float] = {}  # slot -> LLM time, for ``kept``
@@ -616,26 +626,9 @@ class Fold:
             self._gap(buf, gap, end, name, counter, count_malformed, block)
 
     def _gap(self, buf: Any, lo: int, hi: int, name: str, counter: LineCounter, count: bool, block: int) -> None:
-        """The marked lines of ``buf[lo:hi]``, each through the general parser.
-
-        Each marker's next position is kept until a line passes it: searching again
-        from every line would cost the rest of the gap per line (quadratic).
-        """
-        find, rfind = buf.find, buf.rfind
-        cv, sv = find(_CV, lo, hi), find(_SV, lo, hi)
-        while cv >= 0 or sv >= 0:
-            p = sv if cv < 0 or (0 <= sv < cv) else cv
-            ls = rfind(b"\n", lo, p) + 1  # lo is 0 or a newline, so this never falls before it
-            le = find(b"\n", p)
-            if le < 0:
-                le = len(buf)
-            if le > hi:  # the line of the next canonical match: it is folded there
-                return
+        """The marked lines of ``buf[lo:hi]``, each through the general parser."""
+        for ls, le in gap_lines(buf, lo, hi):
             self._line(buf, ls, le, name, counter, count, block)
-            if 0 <= cv <= le:
-                cv = find(_CV, le + 1, hi)
-            if 0 <= sv <= le:
-                sv = find(_SV, le + 1, hi)
 
     def _line(self, buf: Any, ls: int, le: int, name: str, counter: LineCounter, count: bool, block: int) -> None:
         self.parsed += 1
@@ -694,6 +687,30 @@ class Fold:
     def _malformed(self, counter: LineCounter, name: str, offset: int, reason: str, count: bool) -> None:
         if count:
             self.tally.add(lambda: f"{name}:{counter.at(offset)}", reason)
+
+
+def gap_lines(buf: Any, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of the marked lines of ``buf[lo:hi]`` that end by ``hi``: the lines
+    between two canonical ones, which the general parser reads.
+
+    Each marker's next position is kept until a line passes it: searching again
+    from every line would cost the rest of the gap per line (quadratic).
+    """
+    find, rfind = buf.find, buf.rfind
+    cv, sv = find(_CV, lo, hi), find(_SV, lo, hi)
+    while cv >= 0 or sv >= 0:
+        p = sv if cv < 0 or (0 <= sv < cv) else cv
+        ls = rfind(b"\n", lo, p) + 1  # lo is 0 or a newline, so this never falls before it
+        le = find(b"\n", p)
+        if le < 0:
+            le = len(buf)
+        if le > hi:  # the line of the next canonical match: it is read there
+            return
+        yield ls, le
+        if 0 <= cv <= le:
+            cv = find(_CV, le + 1, hi)
+        if 0 <= sv <= le:
+            sv = find(_SV, le + 1, hi)
 
 
 def aggregate_share(share: Share) -> tuple[dict[bytes, Agg], Tally, float | None]:

@@ -87,18 +87,36 @@ class Stats:
             f"{self.folded:,} envelopes of the others are counted under {OTHER!r}"
         )
 
+    def row_for(self, slug: str, boundary: str, outcome: str) -> tuple[tuple[str, str], bool]:
+        """(the key of the row an envelope of (slug, boundary, outcome) counts in, whether
+        it is folded under ``(others)`` as ``max_rows`` are taken), the row and its outcome
+        column made now when this is the first: what ``add`` and a count made elsewhere
+        (``add_counts``) share, so rows are made in file order either way."""
+        key = (slug, boundary)
+        row = self.counts.get(key)
+        folded = row is None and len(self.counts) >= self.max_rows
+        if folded:
+            key = (OTHER, OTHER)
+            row = self.counts.get(key)
+        if row is None:
+            row = self.counts[key] = dict.fromkeys(("count", *OUTCOMES), 0)
+        row.setdefault(outcome, 0)
+        return key, folded
+
+    def add_counts(self, key: tuple[str, str], outcome: str, n: int, folded: bool) -> None:
+        """``n`` envelopes of the row ``key`` (from ``row_for``) and ``outcome``."""
+        row = self.counts[key]
+        row["count"] += n
+        row[outcome] += n
+        if folded:
+            self.folded += n
+
     def add(self, env: dict[str, Any]) -> None:
         slug, boundary, outcome = env.get("slug"), env["boundary"], env["outcome"]
         slug = slug if isinstance(slug, str) else ""
-        row = self.counts.get((slug, boundary))
-        if row is None and len(self.counts) >= self.max_rows:
-            self.folded += 1
-            slug = boundary = OTHER
-            row = self.counts.get((slug, boundary))
-        if row is None:
-            row = self.counts[(slug, boundary)] = dict.fromkeys(("count", *OUTCOMES), 0)
-        row["count"] += 1
-        row[outcome] = row.get(outcome, 0) + 1
+        key, folded = self.row_for(slug, boundary, outcome)
+        self.add_counts(key, outcome, 1, folded)
+        slug, boundary = key
         metric = _BY_BOUNDARY.get(boundary)
         if metric is not None:
             md = env.get("metadata")
