@@ -341,6 +341,7 @@ def test_stats_counts_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
 @given(lines=st.lists(_LINE, min_size=1, max_size=40), max_rows=st.sampled_from([3, 10_000]))
+@example(lines=[(_MONO_PAST_INT64, 0)], max_rows=3)  # JSON reads it as a float: hits_in calls the line malformed
 def test_stats_of_any_log_count_alike(
     lines: list[tuple[dict[str, Any], int]], max_rows: int, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -349,3 +350,40 @@ def test_stats_of_any_log_count_alike(
     with pytest.MonkeyPatch.context() as monkeypatch:
         compiled, python = _stats_both(log, monkeypatch, max_rows)
     assert compiled == python
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    value=st.dictionaries(st.text(max_size=6), _JSON, max_size=5), cut=st.integers(0, 64), junk=st.binary(max_size=3)
+)
+def test_what_the_compiled_check_takes_for_an_object_orjson_reads_as_one(value: dict, cut: int, junk: bytes) -> None:
+    """The compiled fold proves a plain line's metadata with its own strict reading, and
+    asks orjson only when that one is unsure: it must never take what orjson refuses."""
+    text = json.dumps(value, ensure_ascii=cut % 2 == 0).encode()
+    for candidate in (
+        text,
+        text[:cut] + junk + text[cut:],
+        text[:cut],
+        b" " + text + b"\t",
+        text.replace(b":", b" : "),
+    ):
+        if fold._CFOLD.certainly_object(candidate):
+            assert type(orjson.loads(candidate)) is dict, candidate
+
+
+def test_the_emitters_metadata_needs_no_orjson() -> None:
+    for md in (
+        b"{}",
+        b'{"event_index":12,"bytes":240,"event_type":"message"}',
+        b'{"a":[1,2.5,{"b":null}],"c":"x\\"y"}',
+    ):
+        assert fold._CFOLD.certainly_object(md), md
+    for md in (b"[]", b'{"a":1,}', b'{"a":01}', b'{"a":1e999}', b'{"a":"\\ud800"}', b'{"a":1} x'):
+        assert not fold._CFOLD.certainly_object(md), md

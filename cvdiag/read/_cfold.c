@@ -606,6 +606,7 @@ static int ev_head_env(Folder *f, Slot *s, PyObject *env) {
 typedef struct {
     Py_ssize_t a[N_CAPTURES], n[N_CAPTURES];
     Py_ssize_t end;
+    int long_int; /* an integer of more than 18 digits: JSON may read it as a float */
 } Head;
 
 static int match_string(const char *buf, Py_ssize_t *i, Py_ssize_t le) {
@@ -620,12 +621,14 @@ static int match_string(const char *buf, Py_ssize_t *i, Py_ssize_t le) {
     return 0;
 }
 
-static int match_int(const char *buf, Py_ssize_t *i, Py_ssize_t le) {
+static int match_int(const char *buf, Py_ssize_t *i, Py_ssize_t le, Head *h) {
     Py_ssize_t j = *i;
     if (j < le && buf[j] == '-') j++;
     if (j >= le || buf[j] < '0' || buf[j] > '9') return 0;
+    Py_ssize_t d0 = j;
     if (buf[j] == '0') j++;
     else while (j < le && buf[j] >= '0' && buf[j] <= '9') j++;
+    if (j - d0 > 18) h->long_int = 1;
     *i = j;
     return 1;
 }
@@ -633,6 +636,7 @@ static int match_int(const char *buf, Py_ssize_t *i, Py_ssize_t le) {
 static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le, Head *h) {
     Py_ssize_t i = pos;
     int cap = 0;
+    h->long_int = 0;
     for (int k = 0; k < f->n_fields; k++) {
         Field *fd = &f->fields[k];
         if (!starts(buf, i, le, fd->name, fd->name_len)) return 0;
@@ -657,13 +661,13 @@ static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le,
             break;
         case K_CAPTURE_INT: {
             Py_ssize_t a = i;
-            if (!match_int(buf, &i, le)) return 0;
+            if (!match_int(buf, &i, le, h)) return 0;
             h->a[cap] = a; h->n[cap++] = i - a;
             break;
         }
         case K_NULL_OR_INT:
             if (starts(buf, i, le, "null", 4)) i += 4;
-            else if (!match_int(buf, &i, le)) return 0;
+            else if (!match_int(buf, &i, le, h)) return 0;
             break;
         }
     }
@@ -678,8 +682,96 @@ static int is_ascii(const char *p, Py_ssize_t n) {
     return 1;
 }
 
+/* -- JSON that is certainly an object -------------------------------------------------
+ * A strict subset of JSON (ASCII strings with the short escapes, integers of up to 18
+ * digits and plain decimals, literals, nesting up to 64): what it accepts orjson accepts
+ * as an object too. Anything outside it is not refused here but left to orjson. */
+#define JSON_UNSURE (-1)
+
+static int json_ws(const char *p, Py_ssize_t *i, Py_ssize_t b) {
+    while (*i < b && (p[*i] == ' ' || p[*i] == '\t' || p[*i] == '\n' || p[*i] == '\r')) (*i)++;
+    return *i < b;
+}
+
+static int json_value(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth);
+
+static int json_string(const char *p, Py_ssize_t *i, Py_ssize_t b) {
+    Py_ssize_t j = *i + 1; /* p[*i] is the quote */
+    while (j < b) {
+        unsigned char c = (unsigned char)p[j];
+        if (c == '"') { *i = j + 1; return 1; }
+        if (c < 0x20 || c >= 0x80) return JSON_UNSURE;
+        if (c == '\\') {
+            if (j + 1 >= b) return JSON_UNSURE;
+            char e = p[j + 1];
+            if (!(e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't'))
+                return JSON_UNSURE; /* \u and the rest: orjson's to judge */
+            j += 2;
+            continue;
+        }
+        j++;
+    }
+    return JSON_UNSURE;
+}
+
+static int json_number(const char *p, Py_ssize_t *i, Py_ssize_t b) {
+    Py_ssize_t j = *i;
+    if (j < b && p[j] == '-') j++;
+    Py_ssize_t d0 = j;
+    if (j < b && p[j] == '0') j++;
+    else while (j < b && p[j] >= '0' && p[j] <= '9') j++;
+    if (j == d0 || j - d0 > 18) return JSON_UNSURE;
+    if (j < b && p[j] == '.') {
+        Py_ssize_t f0 = ++j;
+        while (j < b && p[j] >= '0' && p[j] <= '9') j++;
+        if (j == f0) return JSON_UNSURE;
+    }
+    if (j < b && (p[j] == 'e' || p[j] == 'E')) return JSON_UNSURE; /* an exponent may overflow */
+    *i = j;
+    return 1;
+}
+
+static int json_container(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth, char close) {
+    if (depth > 64) return JSON_UNSURE;
+    (*i)++;
+    if (!json_ws(p, i, b)) return JSON_UNSURE;
+    if (p[*i] == close) { (*i)++; return 1; }
+    for (;;) {
+        if (close == '}') {
+            if (p[*i] != '"' || json_string(p, i, b) != 1 || !json_ws(p, i, b) || p[*i] != ':') return JSON_UNSURE;
+            (*i)++;
+        }
+        if (!json_ws(p, i, b) || json_value(p, i, b, depth + 1) != 1 || !json_ws(p, i, b)) return JSON_UNSURE;
+        if (p[*i] == close) { (*i)++; return 1; }
+        if (p[*i] != ',') return JSON_UNSURE;
+        (*i)++;
+        if (!json_ws(p, i, b)) return JSON_UNSURE;
+    }
+}
+
+static int json_value(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth) {
+    char c = p[*i];
+    if (c == '{') return json_container(p, i, b, depth, '}');
+    if (c == '[') return json_container(p, i, b, depth, ']');
+    if (c == '"') return json_string(p, i, b);
+    if (c == '-' || (c >= '0' && c <= '9')) return json_number(p, i, b);
+    if (starts(p, *i, b, "true", 4)) { *i += 4; return 1; }
+    if (starts(p, *i, b, "false", 5)) { *i += 5; return 1; }
+    if (starts(p, *i, b, "null", 4)) { *i += 4; return 1; }
+    return JSON_UNSURE;
+}
+
+/* 1 when buf[a:b] is certainly one JSON object (and nothing else but white space). */
+static int certainly_object(const char *buf, Py_ssize_t a, Py_ssize_t b) {
+    Py_ssize_t i = a;
+    if (!json_ws(buf, &i, b) || buf[i] != '{' || json_container(buf, &i, b, 0, '}') != 1) return 0;
+    json_ws(buf, &i, b);
+    return i == b;
+}
+
 /* type(orjson.loads(buf[a:b])) is dict, without raising */
 static int is_object(Folder *f, const char *buf, Py_ssize_t a, Py_ssize_t b) {
+    if (certainly_object(buf, a, b)) return 1;
     while (a < b && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\n' || buf[a] == '\r')) a++;
     if (a >= b || buf[a] != '{') return 0; /* JSON that is no object, or no JSON */
     PyObject *raw = PyBytes_FromStringAndSize(buf + a, b - a);
@@ -728,13 +820,14 @@ static int head_ts_ref(const char *t, Py_ssize_t n, const TsFacts *tf, TsRef *re
 
 /* -- count mode (stats): envelopes per (slug, boundary, outcome) ------------------- */
 /* Count a canonical line in C when it is certainly a valid envelope that says nothing
- * beyond its head: 1 counted, 0 for Python to read, -1 error. */
+ * beyond its head (no metadata to read, a time, integers JSON reads as integers): 1
+ * counted, 0 for Python to read, -1 error. */
 static int count_line(Folder *f, const char *buf, Head *h, Py_ssize_t pos_json, Py_ssize_t le) {
     Name *b = name_of(f, buf + h->a[2], h->n[2]);
     if (!b) return -1;
     Py_ssize_t md = h->end + f->middle_len, md_end = le - f->end_len;
     int64_t secs; int ms;
-    if (!b->plain || md > md_end || memcmp(buf + h->end, f->middle, f->middle_len) != 0 ||
+    if (!b->plain || h->long_int || md > md_end || memcmp(buf + h->end, f->middle, f->middle_len) != 0 ||
         memcmp(buf + md_end, f->end, f->end_len) != 0 || !is_ascii(buf + pos_json, h->end - pos_json) ||
         !emitter_ts(f, buf + h->a[4], h->n[4], &secs, &ms))
         return 0;
@@ -1161,7 +1254,22 @@ static PyTypeObject FolderType = {
     .tp_getset = Folder_getset,
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cfold", "The compiled fold of the tests pass.", -1, NULL};
+static PyObject *module_certainly_object(PyObject *m, PyObject *arg) {
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0) return NULL;
+    int ok = certainly_object(v.buf, 0, v.len);
+    PyBuffer_Release(&v);
+    return PyBool_FromLong(ok);
+}
+
+static PyMethodDef module_methods[] = {
+    {"certainly_object", module_certainly_object, METH_O,
+     "certainly_object(data) -> whether data is certainly one JSON object (False: orjson decides)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cfold", "The compiled fold of the tests pass.", -1,
+                                    module_methods};
 
 PyMODINIT_FUNC PyInit__cfold(void) {
     if (PyType_Ready(&FolderType) < 0) return NULL;
