@@ -387,3 +387,77 @@ def test_the_emitters_metadata_needs_no_orjson() -> None:
         assert fold._CFOLD.certainly_object(md), md
     for md in (b"[]", b'{"a":1,}', b'{"a":01}', b'{"a":1e999}', b'{"a":"\\ud800"}', b'{"a":1} x'):
         assert not fold._CFOLD.certainly_object(md), md
+
+
+def _sample_lines() -> list[bytes]:
+    """Real lines of every shape the benchmark log has, the emitter's most of all."""
+    import random
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from make_big_log import generate  # type: ignore[import-not-found]
+
+    class Sink:
+        def __init__(self) -> None:
+            self.text: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.text.append(text)
+            return len(text)
+
+    sink = Sink()
+    random.seed(7)
+    generate(sink, 60_000)
+    return "".join(sink.text).encode().splitlines()
+
+
+_SAMPLE = _sample_lines() if fold._CFOLD is not None else []
+_EDIT = st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.sampled_from(b'"\\{}[],:\n\x00\xff\xc3 0-9eE'))
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(picks=st.lists(st.integers(0, 10**6), min_size=1, max_size=30), edits=st.lists(_EDIT, max_size=8))
+def test_lines_with_any_bytes_changed_fold_and_count_alike(
+    picks: list[int], edits: list[tuple[int, int, int]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Bytes changed anywhere (quotes, escapes, braces, NUL, bad UTF-8, digits) in real
+    lines: the compiled code never crashes, and says what the Python code says."""
+    log = bytearray(b"\n".join(_SAMPLE[p % len(_SAMPLE)] for p in picks) + b"\n")
+    for at, how, byte in edits:
+        if not log:
+            break
+        at %= len(log)
+        if how == 0:
+            log[at] = byte
+        elif how == 1:
+            log.insert(at, byte)
+        elif how == 2:
+            del log[at]
+        else:
+            del log[at:]  # a cut
+            log += b"\n"
+    data = bytes(log)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        compiled, python = _fold_both(data, monkeypatch, keep_lines=4)
+        _assert_same(compiled, python)
+        path = tmp_path_factory.mktemp("fuzz") / "edited.log"
+        path.write_bytes(data)
+        counted, read = _stats_both(path, monkeypatch)
+    assert counted == read
+
+
+def test_a_pass_left_unfinished_is_collected(tmp_path: Path) -> None:
+    """The compiled folder holds bound methods of its pass: the collector must see the cycle."""
+    import gc
+    import weakref
+
+    log = tmp_path / "server.log"
+    log.write_bytes(PREFIX.encode() + orjson.dumps(envelope("backend.response.complete", test_id="t-1")) + b"\n")
+    unfinished = fold.Fold(Evidence)
+    unfinished.buffer(log.read_bytes(), "server.log")  # an error before finish() leaves it so
+    refs = [weakref.ref(unfinished), weakref.ref(count.collect(resolve_sources([str(log)]), Tally()))]
+    del unfinished
+    gc.collect()
+    assert [r() for r in refs] == [None, None]

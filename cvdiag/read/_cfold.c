@@ -897,6 +897,11 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
     PyObject *gap_cb, *line_cb, *body_cb, *malformed_cb;
     if (!PyArg_ParseTuple(args, "y*nnLOOOO", &view, &start, &end, &block, &gap_cb, &line_cb, &body_cb, &malformed_cb))
         return NULL;
+    if (f->loads == NULL) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_RuntimeError, "this folder was cleared");
+        return NULL;
+    }
     const char *buf = view.buf;
     if (end > view.len) end = view.len;
     if (start < 0) start = 0;
@@ -1139,19 +1144,40 @@ static void slot_free(Slot *s) {
     }
 }
 
+/* The callables are bound methods of the pass that owns the folder: a cycle the
+ * collector must see through. */
+static int Folder_traverse(Folder *f, visitproc visit, void *arg) {
+    Py_VISIT(f->admit);
+    Py_VISIT(f->boundary_info);
+    Py_VISIT(f->ts_facts);
+    Py_VISIT(f->loads);
+    Py_VISIT(f->pair);
+    Py_VISIT(f->terminal_bits);
+    return 0;
+}
+
+static int Folder_clear(Folder *f) {
+    Py_CLEAR(f->admit);
+    Py_CLEAR(f->boundary_info);
+    Py_CLEAR(f->ts_facts);
+    Py_CLEAR(f->loads);
+    Py_CLEAR(f->pair);
+    Py_CLEAR(f->terminal_bits);
+    return 0;
+}
+
 static void Folder_dealloc(Folder *f) {
+    PyObject_GC_UnTrack(f);
+    Folder_clear(f);
     for (int k = 0; k < f->n_fields; k++) { PyMem_Free(f->fields[k].name); PyMem_Free(f->fields[k].literal); }
     char *owned[] = {f->head, f->prefix, f->jprefix, f->markers[0], f->markers[1], f->middle, f->end,
                      f->tails[0], f->tails[1], f->failed[0], f->failed[1], f->failed[2], f->failed[3],
                      f->accounting, f->llm_response};
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) PyMem_Free(owned[i]);
-    Py_XDECREF(f->terminal_bits);
-    Py_XDECREF(f->admit); Py_XDECREF(f->boundary_info); Py_XDECREF(f->ts_facts); Py_XDECREF(f->loads);
     Py_XDECREF(f->k_boundary); Py_XDECREF(f->k_layer); Py_XDECREF(f->k_outcome); Py_XDECREF(f->k_ts);
     Py_XDECREF(f->k_mono); Py_XDECREF(f->k_slug); Py_XDECREF(f->k_test_id);
     names_clear(&f->names);
     names_clear(&f->triples);
-    Py_XDECREF(f->pair);
     for (Py_ssize_t i = 0; i < f->tids_cap; i++) PyMem_Free(f->tids[i].bytes);
     PyMem_Free(f->tids);
     for (Py_ssize_t i = 0; i < f->n_slots; i++) slot_free(&f->slots[i]);
@@ -1245,11 +1271,13 @@ static PyTypeObject FolderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "cvdiag.read._cfold.Folder",
     .tp_basicsize = sizeof(Folder),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The compiled fold of one pass (see fold.py).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Folder_init,
     .tp_dealloc = (destructor)Folder_dealloc,
+    .tp_traverse = (traverseproc)Folder_traverse,
+    .tp_clear = (inquiry)Folder_clear,
     .tp_methods = Folder_methods,
     .tp_getset = Folder_getset,
 };
