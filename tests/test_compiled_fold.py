@@ -461,3 +461,23 @@ def test_a_pass_left_unfinished_is_collected(tmp_path: Path) -> None:
     del unfinished
     gc.collect()
     assert [r() for r in refs] == [None, None]
+
+
+def test_history_results_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``history add``'s facts beyond the rows (LLM time, tokens, tool failures, the
+    plugin's node id) read through the compiled count as through ``hits_in``."""
+    from cvdiag.history.record import tests_of
+
+    events = [e for r in _corpus() for e in r["events"]]
+    nodes = [
+        envelope("probe.start", test_id=e["test_id"], metadata={"url": f"tests/test_x.py::test_{n}"})
+        for n, e in enumerate(events[::40])
+    ]
+    log = tmp_path / "ci.log"
+    log.write_bytes(b"\n".join(_shaped(e, n) for n, e in enumerate(nodes + events)) + b"\n")
+    compiled, _ = tests_of(resolve_sources([str(log)]), "run-1")
+    monkeypatch.setattr(fold, "_CFOLD", None)
+    python, _ = tests_of(resolve_sources([str(log)]), "run-1")
+    assert compiled == python
+    assert sum(r.tokens or 0 for r in python) > 0 and sum("::" in r.name for r in python) > 5
+    assert sum(r.llm_ms is not None for r in python) > 20 and sum(r.tool_failures for r in python) > 0

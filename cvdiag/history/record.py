@@ -21,13 +21,16 @@ from typing import Any
 from cvdiag.contract.timestamps import wire_ts
 from cvdiag.history.store import FIELD_MAX, NAME_MAX, REASON_MAX, URL_MAX, Result, Run, count, number, text
 from cvdiag.read import correlate
-from cvdiag.read.parsing import ENVELOPE, Tally
-from cvdiag.read.scan import hits_in
+from cvdiag.read.count import each_envelope
+from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import Source
 
 RUN_ID_ENV = "CVDIAG_RUN_ID"
 _LLM_START, _LLM_RESPONSE = "backend.llm.call.start", "backend.llm.call.response"
 _TOOL_RESPONSE = "backend.tool.call.response"
+_PROBE_START = "probe.start"
+#: The envelopes whose facts a result keeps beyond the ``tests`` row (``_Extra``).
+_EXTRA_BOUNDARIES = frozenset({_LLM_START, _LLM_RESPONSE, _TOOL_RESPONSE, _PROBE_START})
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +189,7 @@ class _Extra:
             self.tokens += used or count(meta.get("response_token_count")) or 0
         elif boundary == _TOOL_RESPONSE and env.get("outcome") in ("err", "timeout"):
             self.tool_failures += 1
-        elif boundary == "probe.start" and self.node is None:
+        elif boundary == _PROBE_START and self.node is None:
             url = meta.get("url")
             if isinstance(url, str) and "::" in url and "://" not in url:  # the plugin's node id, not a page
                 self.node = url
@@ -211,10 +214,13 @@ def tests_of(
     name_of = name_of or (lambda tid: tid)
     scan = correlate.scan_tests(list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True)
     extra: dict[str, _Extra] = {}
-    for hit in hits_in(list(sources), Tally()):  # the scan counted malformed lines already
-        if hit.kind == ENVELOPE:
-            tid = hit.value["test_id"]
-            (extra.get(tid) or extra.setdefault(tid, _Extra())).add(hit.value)
+
+    def add(env: dict[str, Any]) -> None:
+        if env["boundary"] in _EXTRA_BOUNDARIES:
+            tid = env["test_id"]
+            (extra.get(tid) or extra.setdefault(tid, _Extra())).add(env)
+
+    each_envelope(list(sources), Tally(), add, _EXTRA_BOUNDARIES)  # the scan counted malformed lines already
     results = []
     for row in scan.rows:
         tid = row["test_id"]

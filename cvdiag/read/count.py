@@ -1,10 +1,12 @@
-"""The ``stats`` pass: every envelope of the inputs counted per slug, boundary and outcome.
+"""Passes that want whole envelopes of a few boundaries and only counts of the rest:
+``stats`` (every envelope counted per slug, boundary and outcome, the latencies read) and
+the facts ``history add`` keeps beyond the ``tests`` rows (``each_envelope``).
 
 Where the compiled fold is built, its count mode counts in C the emitter's lines that say
 nothing beyond their head (SSE events: most of a log) and that are certainly valid
 envelopes; every other line is read as ``scan.hits`` reads it (split container lines
-joined, malformed lines counted) and added to ``Stats`` whole. Without it, ``hits_in``.
-Both give the same ``Stats`` (``tests/test_compiled_fold.py``).
+joined, malformed lines counted) and handed over whole. Without it, ``hits_in``. Both
+give the same ``Stats`` (``tests/test_compiled_fold.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from cvdiag.read.scan import LineCounter, hits_in
 from cvdiag.read.sources import Source
 from cvdiag.read.stats import MAX_ROWS, METRICS, Stats
 
+#: What stats reads of a line beyond its head: the boundaries whose metadata gives a latency.
 _METRIC_BOUNDARIES = frozenset(boundary.encode() for boundary, _ in METRICS.values())
 
 
@@ -26,12 +29,34 @@ def collect(
 ) -> Stats:
     """The ``Stats`` of every envelope of ``sources``, malformed lines counted in ``tally``."""
     stats = Stats(max_rows)
+    _read(sources, tally, progress, stats.add, _METRIC_BOUNDARIES, stats)
+    return stats
+
+
+def each_envelope(
+    sources: list[Source], tally: Tally, consume: Callable[[dict[str, Any]], None], boundaries: frozenset[str]
+) -> None:
+    """``consume`` every envelope of ``sources`` of one of ``boundaries``, and maybe others:
+    the compiled pass only counts the plain lines of the rest, the Python one hands all over."""
+    _read(sources, tally, None, consume, frozenset(b.encode() for b in boundaries), None)
+
+
+def _read(
+    sources: list[Source],
+    tally: Tally,
+    progress: Callable[[int], None] | None,
+    consume: Callable[[dict[str, Any]], None],
+    wanted: frozenset[bytes],
+    stats: Stats | None,
+) -> None:
+    """``consume`` the envelopes of ``sources``; where compiled, the plain lines of boundaries
+    not ``wanted`` are counted into ``stats`` (when given) instead."""
     if not fold.compiled():
         for hit in hits_in(sources, tally, progress=progress):
             if hit.kind == ENVELOPE:
-                stats.add(hit.value)
-        return stats
-    counting = _Counting(stats, tally)
+                consume(hit.value)
+        return
+    counting = _Counting(stats, tally, consume, wanted)
     for src in sources:
         base = 1
         for buf in src.blocks():
@@ -41,24 +66,32 @@ def collect(
             if isinstance(buf, bytes):
                 base += buf.count(b"\n")
     counting.finish()
-    return stats
 
 
 class _Counting:
     """One compiled count over the buffers of the inputs, and the rows it asked ``stats`` for."""
 
-    __slots__ = ("folder", "stats", "tally", "tokens")
+    __slots__ = ("consume", "folder", "stats", "tally", "tokens")
 
-    def __init__(self, stats: Stats, tally: Tally) -> None:
-        self.stats, self.tally = stats, tally
+    def __init__(
+        self, stats: Stats | None, tally: Tally, consume: Callable[[dict[str, Any]], None], wanted: frozenset[bytes]
+    ) -> None:
+        self.stats, self.tally, self.consume = stats, tally, consume
         self.tokens: list[tuple[tuple[str, str], str, bool]] = []  # token -> (row key, outcome, folded)
         self.folder = fold.compiled_folder(
-            admit=None, boundary_info=_boundary_info, fold_aggs=False, keep_lines=0, max_tests=0, pair=self._pair
+            admit=None,
+            boundary_info=lambda boundary: (boundary not in wanted, -1),  # counted in C when plain
+            fold_aggs=False,
+            keep_lines=0,
+            max_tests=0,
+            pair=self._pair,
         )
 
     def _pair(self, slug: bytes, boundary: bytes, outcome: bytes) -> int:
         """A (slug, boundary, outcome) the compiled count met the first time: its row is
         made now, in file order, as ``Stats.add`` would make it."""
+        if self.stats is None:
+            return 0
         text = outcome.decode()
         key, folded = self.stats.row_for(slug.decode(), boundary.decode(), text)
         self.tokens.append((key, text, folded))
@@ -67,7 +100,7 @@ class _Counting:
     def buffer(self, buf: Any, name: str, base: int) -> None:
         counter = LineCounter(buf, base)
         joins = rejoin.Joins(buf)
-        stats, tally = self.stats, self.tally
+        consume, tally = self.consume, self.tally
 
         def line(ls: int, le: int) -> None:  # as scan.hits reads a line
             if joins.joined and joins.taken(ls):
@@ -77,7 +110,7 @@ class _Counting:
                 tally.add(lambda: f"{name}:{counter.at(ls)}", value)
             elif kind == ENVELOPE:
                 tally.seen(value, lambda: f"{name}:{counter.at(ls)}")
-                stats.add(value)
+                consume(value)
 
         def gap(lo: int, hi: int) -> None:
             for ls, le in fold.gap_lines(buf, lo, hi):
@@ -86,12 +119,8 @@ class _Counting:
         self.folder.buffer(buf, 0, len(buf), 0, gap, line, None, None)
 
     def finish(self) -> None:
+        if self.stats is None:
+            return
         for token, n in self.folder.counts():
             key, outcome, folded = self.tokens[token]
             self.stats.add_counts(key, outcome, n, folded)
-
-
-def _boundary_info(boundary: bytes) -> tuple[bool, int]:
-    """Whether the compiled count may count a boundary's plain lines itself: not the
-    boundaries whose metadata gives a latency."""
-    return boundary not in _METRIC_BOUNDARIES, -1
