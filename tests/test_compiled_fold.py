@@ -481,3 +481,44 @@ def test_history_results_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert compiled == python
     assert sum(r.tokens or 0 for r in python) > 0 and sum("::" in r.name for r in python) > 5
     assert sum(r.llm_ms is not None for r in python) > 20 and sum(r.tool_failures for r in python) > 0
+
+
+class _Text(str):
+    """A str subclass: passes ``_text`` but is no exact str, so the shortcut must defer."""
+
+
+_ANY = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([float("inf"), float("-inf"), float("nan"), 1.5, -0.0]),
+    st.text(max_size=3),
+    st.builds(_Text, st.text(max_size=3)),
+    st.binary(max_size=2),
+    st.just({}),
+    st.dictionaries(st.sampled_from(["cf-ray", "via"]), st.one_of(st.none(), st.text(max_size=2), st.integers())),
+    st.lists(st.integers(), max_size=2),
+)
+_LOOSE_NAMES = ("trace_id", "span_id", "parent_span_id", "slug", "demo", "duration_ms", "edge_headers",
+                "_metadata_dropped", "_truncated")  # fmt: skip
+
+
+@settings(max_examples=1000, deadline=None)
+@given(fields=st.dictionaries(st.sampled_from(_LOOSE_NAMES), _ANY))
+def test_coerce_with_and_without_the_compiled_shortcut_agree(fields: dict[str, Any]) -> None:
+    import copy
+
+    from cvdiag.read import parsing
+
+    env = {**envelope("backend.sse.event"), **fields}
+    for name in _LOOSE_NAMES:
+        if name not in fields and name in env and len(fields) % 2:
+            del env[name]  # absent fields stay absent
+    want = copy.deepcopy(env)
+    shortcut = parsing._untouched
+    try:
+        parsing._untouched = None
+        want = parsing.coerce(want)
+    finally:
+        parsing._untouched = shortcut
+    assert parsing.coerce(copy.deepcopy(env)) == want

@@ -1290,7 +1290,45 @@ static PyObject *module_certainly_object(PyObject *m, PyObject *arg) {
     return PyBool_FromLong(ok);
 }
 
+/* untouched(env, rules, edges): whether parsing.coerce certainly leaves ``env`` as it
+ * is: each field of ``rules`` ((name, exact types that pass its check), ...) absent or of
+ * one of its types, and every value of the object under ``edges`` None or a str. False
+ * only means "run the check". */
+static PyObject *module_untouched(PyObject *m, PyObject *args) {
+    PyObject *env, *rules, *edges;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyDict_Type, &env, &PyTuple_Type, &rules, &edges)) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(rules);
+    PyObject *value = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *rule = PyTuple_GET_ITEM(rules, i), *types;
+        if (!PyTuple_Check(rule) || PyTuple_GET_SIZE(rule) != 2 || !PyTuple_Check(types = PyTuple_GET_ITEM(rule, 1))) {
+            PyErr_SetString(PyExc_TypeError, "rules are (name, (type, ...)) pairs");
+            return NULL;
+        }
+        value = PyDict_GetItemWithError(env, PyTuple_GET_ITEM(rule, 0));
+        if (value == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            continue; /* an absent field stays absent */
+        }
+        int ok = 0;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(types) && !ok; k++)
+            ok = (PyObject *)Py_TYPE(value) == PyTuple_GET_ITEM(types, k);
+        if (!ok) Py_RETURN_FALSE;
+    }
+    value = PyDict_GetItemWithError(env, edges);
+    if (value == NULL && PyErr_Occurred()) return NULL;
+    if (value != NULL && PyDict_CheckExact(value)) { /* the edge headers' values */
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(value, &pos, &k, &v))
+            if (v != Py_None && !PyUnicode_CheckExact(v)) Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"untouched", module_untouched, METH_VARARGS,
+     "untouched(env, rules) -> whether parsing.coerce certainly has nothing to change (False: run it)."},
     {"certainly_object", module_certainly_object, METH_O,
      "certainly_object(data) -> whether data is certainly one JSON object (False: orjson decides)."},
     {NULL, NULL, 0, NULL},

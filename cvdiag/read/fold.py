@@ -47,6 +47,7 @@ from cvdiag.contract.schema import (
     is_accounting,
 )
 from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, order_key
+from cvdiag.read._compiled import CFOLD
 from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, Tally, coerce, parse_span
 from cvdiag.read.scan import LineCounter
 from cvdiag.read.split import Share, Window
@@ -113,18 +114,7 @@ _C_FIELDS = (
 )
 
 
-def _compiled() -> Any:
-    """The compiled fold's module, or None: not built, or ``CVDIAG_COMPILED=0``."""
-    if os.environ.get("CVDIAG_COMPILED", "1") == "0":
-        return None
-    try:
-        from cvdiag.read import _cfold
-    except ImportError:
-        return None
-    return _cfold
-
-
-_CFOLD = _compiled()
+_CFOLD = CFOLD  # a module global, so that tests can fold without it in the same process
 # What the compiled fold answers when it meets a test id (``Fold._admit``).
 _SKIP, _UNTRACKED, _ROW, _ROW_AND_EVIDENCE = -1, -2, 1, 3
 

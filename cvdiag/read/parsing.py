@@ -18,6 +18,7 @@ import orjson
 from cvdiag.contract.schema import ENVELOPE_FIELDS, JAVA_PREFIX, MARKER, PREFIX, SCHEMA_VERSION
 from cvdiag.contract.timestamps import ts_seconds
 from cvdiag.read import rejoin
+from cvdiag.read._compiled import CFOLD
 
 ENVELOPE = 1
 BREADCRUMB = 2
@@ -82,6 +83,10 @@ def _flag(value: Any) -> bool:
     return isinstance(value, bool)
 
 
+def _object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
 # The other fields and what every reader may rely on: another emitter's value of
 # another type is read as null (an empty object, false), never passed on to crash a view.
 _LOOSE: tuple[tuple[str, Callable[[Any], bool], Any], ...] = (
@@ -91,7 +96,7 @@ _LOOSE: tuple[tuple[str, Callable[[Any], bool], Any], ...] = (
     ("slug", _text, None),
     ("demo", _text, None),
     ("duration_ms", _ms, None),
-    ("edge_headers", lambda v: isinstance(v, dict), {}),
+    ("edge_headers", _object, {}),
     ("_metadata_dropped", _flag, False),
     ("_truncated", _flag, False),
 )
@@ -202,9 +207,23 @@ def parse_json_envelope(raw: bytes) -> tuple[int, Any]:
     return ENVELOPE, env
 
 
+#: The exact types that certainly pass each check of ``_LOOSE`` (a float duration is left to
+#: the check, which tests it is finite), for the compiled ``untouched``.
+_CERTAIN: dict[Callable[[Any], bool], tuple[type, ...]] = {
+    _text: (type(None), str),
+    _ms: (type(None), int),
+    _flag: (bool,),
+    _object: (dict,),
+}
+_RULES = tuple((name, _CERTAIN[ok]) for name, ok, _ in _LOOSE)  # a check without types stops the import
+_untouched = CFOLD.untouched if CFOLD is not None else None
+
+
 def coerce(env: dict[str, Any]) -> dict[str, Any]:
     """``env`` with each optional field of the wrong type read as null (edge header
     values too), the values it had kept under ``COERCED``; every reader relies on it."""
+    if _untouched is not None and _untouched(env, _RULES, "edge_headers"):
+        return env  # most envelopes: nothing of the wrong type, known in one C call
     bad: dict[str, Any] | None = None
     for name, ok, empty in _LOOSE:
         value = env.get(name)
