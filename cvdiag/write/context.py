@@ -55,6 +55,11 @@ def current_context() -> RequestContext | None:
     return _current.get()
 
 
+#: ``current_context`` without a Python frame, for the emit path (a frame costs more
+#: than the read).
+context_now = _current.get
+
+
 def set_default_slug(slug: str | None) -> None:
     _default.slug = sanitize_slug(slug) if slug else None
 
