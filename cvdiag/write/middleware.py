@@ -303,40 +303,31 @@ class _Responder:
         return message
 
     async def send(self, message: Message) -> None:
-        if self.streaming and message.get("more_body", False) and message.get("type") == "http.response.body":
-            # The middle of a body at a tier that writes nothing per chunk: a counter only.
-            body = message.get("body") or b""
-            try:
-                await self.server_send(message)
-            except OSError:  # as below
-                self.disconnected = True
-                raise
-            self.bytes_sent += len(body)
-            if body and self.is_sse:
-                self.sse_events += 1
-            return
-        # Anything else is observed in full (in this frame: one more coroutine per message costs).
         kind = message.get("type")
-        original = message
-        try:
-            message = self._observe(message)
-        except Exception:  # cvdiag's bookkeeping must never break the response
-            note_internal_error()
-            message = original
+        if not (self.streaming and kind == "http.response.body"):
+            # Observed in full (in this frame: one more coroutine per message costs). A body
+            # at a tier that writes nothing per chunk (default; verbose after the first byte)
+            # is only counted below, the last one included.
+            original = message
+            try:
+                message = self._observe(message)
+            except Exception:  # cvdiag's bookkeeping must never break the response
+                note_internal_error()
+                message = original
         try:
             await self.server_send(message)
         except OSError:  # ASGI spec 2.4 servers: the client is gone (the app's own OSErrors are not)
             self.disconnected = True
             raise
-        if kind == "http.response.start":
-            self.started = True
-        elif kind == "http.response.body":
+        if kind == "http.response.body":
             body = message.get("body") or b""
             self.bytes_sent += len(body)
             if body and self.is_sse:
                 self.sse_events += 1
             if not message.get("more_body", False):
                 self._finish()
+        elif kind == "http.response.start":
+            self.started = True
         elif kind in _FILE_SENDS:
             self._sent_file(message)
 
