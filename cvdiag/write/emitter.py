@@ -39,7 +39,7 @@ from cvdiag.write import config
 from cvdiag.write._caps import NO_EDGE_HEADERS, render_capped
 from cvdiag.write._writer import Writer
 from cvdiag.write.context import RequestContext, bind, context_now, current_context, resolve_slug, unbind
-from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree
+from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree, scrub_values_of
 from cvdiag.write.sinks import FileSink, Sink, StdoutSink
 
 log = logging.getLogger("cvdiag")
@@ -323,8 +323,12 @@ def _scrub(envelope: dict[str, Any], boundary: Boundary) -> None:
     written = _DEMOS.get(demo) if type(demo) is str else None
     envelope["demo"] = written if written is not None else _written_demo(demo)
     metadata = envelope["metadata"]
-    if metadata and (not _PLAIN.issuperset(map(type, metadata.values())) or _walks_numbers(boundary)):
-        envelope["metadata"] = scrub_tree(metadata)
+    if metadata:
+        walk = _walks_numbers(boundary)
+        if walk or not _PLAIN.issuperset(map(type, metadata.values())):
+            # Declared keys only, none of them a secret's name: the values alone need it.
+            harmless = not walk and metadata.keys() <= boundary.metadata  # type: ignore[operator]
+            envelope["metadata"] = scrub_values_of(metadata) if harmless else scrub_tree(metadata)
     edge = envelope["edge_headers"]
     if edge is not NO_EDGE_HEADERS:
         envelope["edge_headers"] = {
