@@ -77,8 +77,8 @@ def _pick(headers: Iterable[tuple[bytes, bytes]], wanted: frozenset[bytes]) -> d
     """
     found: dict[bytes, bytes] = {}
     for key, value in headers:
-        key = key.lower()
-        if key in wanted and key not in found:
+        # ``wanted`` holds lower-case names: a name already in it needs no ``lower()``.
+        if (key in wanted or (key := key.lower()) in wanted) and key not in found:
             found[key] = value
     return found
 
