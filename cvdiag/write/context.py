@@ -77,9 +77,10 @@ def current_context() -> RequestContext | None:
     return _current.get()
 
 
-#: ``current_context`` without a Python frame, for the emit path (a frame costs more
-#: than the read).
+#: ``current_context`` and ``bind`` without a Python frame, for the emit path and the
+#: middleware (a frame costs more than the read or the set).
 context_now = _current.get
+bind_now = _current.set
 
 
 def set_default_slug(slug: str | None) -> None:

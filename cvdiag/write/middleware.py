@@ -21,7 +21,7 @@ from cvdiag.contract.schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADE
 from cvdiag.write import config
 from cvdiag.write._errors import error_metadata, is_cancelled
 from cvdiag.write._inflight import InFlight
-from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind, make_context, resolve_slug, unbind
+from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind_now, make_context, resolve_slug, unbind
 from cvdiag.write.emitter import NO_EDGE_HEADERS, elapsed_ms, emit_edge, note_internal_error
 from cvdiag.write.scrubber import SCAN_LIMIT, scrub_clipped
 
@@ -181,7 +181,7 @@ class CvdiagMiddleware:
             await self.app(scope, receive, send)
             return
         scope[_SCOPE_MARK] = True
-        tokens = bind(ctx)
+        tokens = bind_now(ctx)
         try:
             # Resolved once per request: the per-chunk path must stay a counter unless
             # debug is on. The emitter re-checks every envelope, so lowering the tier
