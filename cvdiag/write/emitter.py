@@ -38,8 +38,8 @@ from cvdiag.contract.timestamps import wire_ts
 from cvdiag.write import config
 from cvdiag.write._caps import NO_EDGE_HEADERS, render_capped
 from cvdiag.write._writer import Writer
-from cvdiag.write.context import RequestContext, bind, current_context, resolve_slug, unbind
-from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree
+from cvdiag.write.context import RequestContext, bind, context_now, current_context, resolve_slug, unbind
+from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree, scrub_values_of
 from cvdiag.write.sinks import FileSink, Sink, StdoutSink
 
 log = logging.getLogger("cvdiag")
@@ -247,25 +247,29 @@ def elapsed_ms(start_ns: int) -> int:
 # into a line. The last processor returns the rendered bytes.
 
 
+def _drop_unknown(envelope: dict[str, Any], boundary: Boundary) -> Sequence[tuple[str, dict[str, Any]]]:
+    """Remove metadata keys the boundary does not declare (spec section 2, fix); return
+    the accounting line that reports keys never reported before, if any."""
+    known = boundary.metadata
+    metadata = envelope["metadata"]
+    if known is None or not metadata or metadata.keys() <= known:
+        return _NO_ACCOUNTING
+    envelope["metadata"] = {k: v for k, v in metadata.items() if k in known}
+    envelope["_metadata_dropped"] = True
+    state.counters.metadata_dropped += 1
+    reported = state.reported_drops
+    new = sorted(str(k) for k in metadata if k not in known and (boundary.name, str(k)) not in reported)
+    if not new:
+        return _NO_ACCOUNTING
+    reported.update((boundary.name, k) for k in new)
+    return [("cvdiag.metadata_dropped", {"boundary": boundary.name, "keys": new})]
+
+
 def drop_unknown_metadata(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
     """Remove metadata keys the boundary does not declare (spec section 2, fix)."""
-    boundary: Boundary = event["boundary"]
-    envelope = event["envelope"]
-    metadata = envelope["metadata"]
-    if boundary.metadata is None or not metadata or metadata.keys() <= boundary.metadata:
-        return event
-    unknown = [k for k in metadata if k not in boundary.metadata]
-    if unknown:
-        envelope["metadata"] = {k: v for k, v in metadata.items() if k in boundary.metadata}
-        envelope["_metadata_dropped"] = True
-        state.counters.metadata_dropped += 1
-        reported = state.reported_drops
-        new = sorted(str(k) for k in unknown if (boundary.name, str(k)) not in reported)
-        if new:
-            reported.update((boundary.name, k) for k in new)
-            event.setdefault("accounting", []).append(
-                ("cvdiag.metadata_dropped", {"boundary": boundary.name, "keys": new})
-            )
+    asked = _drop_unknown(event["envelope"], event["boundary"])
+    if asked:
+        event.setdefault("accounting", []).extend(asked)
     return event
 
 
@@ -307,7 +311,7 @@ def _written_demo(demo: object) -> str:
     return written
 
 
-def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+def _scrub(envelope: dict[str, Any], boundary: Boundary) -> None:
     """Scrub ``demo``, every string leaf of metadata and edge header values, then cut
     the last two to their length limits (spec section 7: scrub first, cut after).
 
@@ -315,32 +319,44 @@ def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, A
     to scrub and skips the walk. The other string fields are ids, enums and
     timestamps that cvdiag itself made or sanitized.
     """
-    envelope = event["envelope"]
     demo = envelope["demo"]
     written = _DEMOS.get(demo) if type(demo) is str else None
     envelope["demo"] = written if written is not None else _written_demo(demo)
     metadata = envelope["metadata"]
-    if metadata and (not _PLAIN.issuperset(map(type, metadata.values())) or _walks_numbers(event["boundary"])):
-        envelope["metadata"] = scrub_tree(metadata)
+    if metadata:
+        walk = _walks_numbers(boundary)
+        if walk or not _PLAIN.issuperset(map(type, metadata.values())):
+            # Declared keys only, none of them a secret's name: the values alone need it.
+            harmless = not walk and metadata.keys() <= boundary.metadata  # type: ignore[operator]
+            envelope["metadata"] = scrub_values_of(metadata) if harmless else scrub_tree(metadata)
     edge = envelope["edge_headers"]
     if edge is not NO_EDGE_HEADERS:
         envelope["edge_headers"] = {
             k: (None if v is None else _scrubbed_clipped(v, EDGE_HEADER_MAX_CHARS)) for k, v in edge.items()
         }
+
+
+def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Scrub the envelope's free text (``_scrub``)."""
+    _scrub(event["envelope"], event["boundary"])
     return event
 
 
-def render_within_cap(_logger: Any, _name: str, event: dict[str, Any]) -> bytes:
-    """Render with orjson inside the tier's byte cap (spec section 7 ladder)."""
-    envelope = event["envelope"]
-    line = render_capped(envelope, event["cap"])
+def _render(envelope: dict[str, Any], cap: int) -> bytes:
+    line = render_capped(envelope, cap)
     if envelope["_truncated"]:
         state.counters.truncated += 1
     return line
 
 
+def render_within_cap(_logger: Any, _name: str, event: dict[str, Any]) -> bytes:
+    """Render with orjson inside the tier's byte cap (spec section 7 ladder)."""
+    return _render(event["envelope"], event["cap"])
+
+
 class _QueueLogger:
-    """The 'logger' at the end of the pipeline: hands the rendered line to the writer."""
+    """The 'logger' handed to the processors: the queue, as structlog hands a processor
+    its logger. ``_process`` queues the rendered line itself."""
 
     __slots__ = ("counters", "writer")
 
@@ -348,21 +364,14 @@ class _QueueLogger:
         self.writer = writer
         self.counters = counters
 
-    def envelope(self, line: bytes) -> None:
-        self.writer.put(line, config.get_settings().queue_size)
-        self.counters.emitted += 1
-
-    def accounting(self, line: bytes) -> None:
-        """Accounting lines may exceed the bound by one: a report of lost lines must
-        not itself push out another line."""
-        self.writer.put(line, config.get_settings().queue_size + 1)
-        self.counters.emitted += 1
-
 
 #: The steps from built envelope to line, each ``(logger, method_name, event_dict)`` like
 #: a structlog processor; insert yours before the last (the renderer). Raising
 #: ``structlog.DropEvent`` drops the envelope.
 PROCESSORS: list[Callable[[Any, str, dict[str, Any]], Any]] = [drop_unknown_metadata, scrub_values, render_within_cap]
+#: ``PROCESSORS`` as cvdiag ships it: while it is unchanged the three steps run in one
+#: frame (``_process``), without the event dict and the loop.
+_DEFAULT_PROCESSORS = list(PROCESSORS)
 # The writer and counters live as long as the process: ``reset`` clears them in place.
 _queue = _QueueLogger(state.writer, state.counters)
 
@@ -371,20 +380,40 @@ _queue = _QueueLogger(state.writer, state.counters)
 _NO_ACCOUNTING: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
-def _process(envelope: dict[str, Any], boundary: Boundary, cap: int) -> Sequence[tuple[str, dict[str, Any]]]:
-    """Run ``envelope`` through ``PROCESSORS`` and queue the line; return the accounting
-    lines the pass asked for, for the caller to emit after this one."""
-    accounting = boundary.metadata is None
-    method = "accounting" if accounting else "envelope"
+def _run_processors(
+    envelope: dict[str, Any], boundary: Boundary, cap: int, method: str
+) -> tuple[Sequence[tuple[str, dict[str, Any]]], bytes | None]:
+    """The accounting lines asked for and the line (None when a step dropped it), by
+    running ``PROCESSORS`` (a user's steps among them) in a loop."""
     event = {"envelope": envelope, "boundary": boundary, "cap": cap}
     line: Any = event
     try:
         for processor in PROCESSORS:
             line = processor(_queue, method, line)
     except structlog.DropEvent:  # the line is dropped; what the pass found about its keys is still told
-        return event.get("accounting", _NO_ACCOUNTING)
-    (_queue.accounting if accounting else _queue.envelope)(line)
-    return event.get("accounting", _NO_ACCOUNTING)
+        line = None
+    return event.get("accounting", _NO_ACCOUNTING), line
+
+
+def _process(
+    settings: config.Settings, envelope: dict[str, Any], boundary: Boundary, cap: int
+) -> Sequence[tuple[str, dict[str, Any]]]:
+    """Take ``envelope`` through the processors and queue the line; return the accounting
+    lines the pass asked for, for the caller to emit after this one."""
+    accounting = boundary.metadata is None
+    if PROCESSORS == _DEFAULT_PROCESSORS:  # the same steps as the loop, called directly
+        asked = _drop_unknown(envelope, boundary)
+        _scrub(envelope, boundary)
+        line: bytes | None = _render(envelope, cap)
+    else:
+        asked, line = _run_processors(envelope, boundary, cap, "accounting" if accounting else "envelope")
+        if line is None:
+            return asked
+    # Accounting lines may exceed the bound by one: a report of lost lines must not
+    # itself push out another line.
+    state.writer.put(line, settings.queue_size + 1 if accounting else settings.queue_size)
+    state.counters.emitted += 1
+    return asked
 
 
 # --- the gate and the call --------------------------------------------------------
@@ -486,14 +515,15 @@ def _emit(
     if boundary is None:
         _unknown(name, settings.strict)
         return _NO_ACCOUNTING
-    ctx = current_context()
+    ctx = context_now()
     accounting = boundary.metadata is None
     tier = settings.tier  # accounting lines: the global tier's cap
     if accounting:
         slug = ACCOUNTING_SLUG
     else:
         slug = ctx.slug if ctx is not None else resolve_slug()
-        tier = settings.tier_for(slug)
+        if tier is Tier.DEBUG:  # only debug differs per slug (``tier_for``)
+            tier = settings.tier_for(slug)
         if boundary.tier > tier and written_at(boundary, outcome) > tier:
             return _NO_ACCOUNTING
         if tier is Tier.DEBUG:
@@ -521,14 +551,16 @@ def _emit(
         "demo": demo,
         "ts": wire_ts(now),
         "mono_ns": time.monotonic_ns(),
-        "duration_ms": duration_ms if isinstance(duration_ms, int) and not isinstance(duration_ms, bool) else None,
+        "duration_ms": duration_ms
+        if type(duration_ms) is int or (isinstance(duration_ms, int) and not isinstance(duration_ms, bool))
+        else None,
         "outcome": outcome,
         "edge_headers": edge_headers if edge_headers is not None else NO_EDGE_HEADERS,
         "metadata": dict(metadata) if metadata else {},
         "_metadata_dropped": False,
         "_truncated": False,
     }
-    return _process(envelope, boundary, ENVELOPE_CAP_BYTES[tier])  # the slug's tier, not the global one
+    return _process(settings, envelope, boundary, ENVELOPE_CAP_BYTES[tier])  # the slug's tier, not the global one
 
 
 def _report_drops() -> None:

@@ -21,7 +21,7 @@ from cvdiag.contract.schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADE
 from cvdiag.write import config
 from cvdiag.write._errors import error_metadata, is_cancelled
 from cvdiag.write._inflight import InFlight
-from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind, resolve_slug, unbind
+from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind_now, make_context, resolve_slug, unbind
 from cvdiag.write.emitter import NO_EDGE_HEADERS, elapsed_ms, emit_edge, note_internal_error
 from cvdiag.write.scrubber import SCAN_LIMIT, scrub_clipped
 
@@ -52,6 +52,10 @@ _FILE_SENDS = frozenset({_PATHSEND, "http.response.zerocopy"})
 #: Set in the scope of a request an outer CvdiagMiddleware observes: an inner one (a
 #: mounted sub-application with its own middleware) joins that request instead.
 _SCOPE_MARK = "cvdiag.request"
+#: Paths whose demo a middleware remembers (then it starts over: a crawler's random paths).
+_DEMOS_KEPT = 1024
+#: ... and the longest path remembered, so that the memory stays small whatever comes.
+_DEMO_PATH_MAX = 256
 
 
 def _header_text(raw: bytes) -> str:
@@ -73,8 +77,8 @@ def _pick(headers: Iterable[tuple[bytes, bytes]], wanted: frozenset[bytes]) -> d
     """
     found: dict[bytes, bytes] = {}
     for key, value in headers:
-        key = key.lower()
-        if key in wanted and key not in found:
+        # ``wanted`` holds lower-case names: a name already in it needs no ``lower()``.
+        if (key in wanted or (key := key.lower()) in wanted) and key not in found:
             found[key] = value
     return found
 
@@ -150,6 +154,8 @@ class CvdiagMiddleware:
         self._wanted = frozenset({self.test_id_header, self.slug_header, _CONTENT_LENGTH, *_FORWARD, *_EDGE})
         self._wanted_response = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, self.test_id_header, *_EDGE})
         self._in_flight = InFlight()
+        #: path -> its demo: a service serves few paths, and a lookup costs a fifth of the parse.
+        self._demos: dict[str, str] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -175,12 +181,14 @@ class CvdiagMiddleware:
             await self.app(scope, receive, send)
             return
         scope[_SCOPE_MARK] = True
-        tokens = bind(ctx)
+        tokens = bind_now(ctx)
         try:
             # Resolved once per request: the per-chunk path must stay a counter unless
             # debug is on. The emitter re-checks every envelope, so lowering the tier
             # still takes effect at once; raising it applies from the next request.
-            tier = settings.tier_for(ctx.slug)
+            tier = settings.tier
+            if tier is Tier.DEBUG:  # only debug differs per slug
+                tier = settings.tier_for(ctx.slug)
             if tier is not Tier.DEFAULT:
                 _emit_ingress(scope, found, adopted)
             await _Responder(self, ctx, tier, start_ns)(scope, receive, send)
@@ -207,12 +215,17 @@ class CvdiagMiddleware:
                 if (v := found.get(k)) is not None
             }
         )
-        ctx = RequestContext(
-            test_id,
-            test_id,
-            resolve_slug(slug_raw, self.slug) if slug_raw else self.slug or resolve_slug(),
-            demo_from_path(scope.get("path") or "/"),
-            forward,
+        path = scope.get("path") or "/"
+        demos = self._demos
+        demo = demos.get(path)
+        if demo is None:
+            demo = demo_from_path(path)
+            if len(path) <= _DEMO_PATH_MAX:
+                if len(demos) >= _DEMOS_KEPT:
+                    demos.clear()
+                demos[path] = demo
+        ctx = make_context(
+            test_id, resolve_slug(slug_raw, self.slug) if slug_raw else self.slug or resolve_slug(), demo, forward
         )
         return ctx, adopted is not None, found
 
@@ -290,40 +303,31 @@ class _Responder:
         return message
 
     async def send(self, message: Message) -> None:
-        if self.streaming and message.get("more_body", False) and message.get("type") == "http.response.body":
-            # The middle of a body at a tier that writes nothing per chunk: a counter only.
-            body = message.get("body") or b""
-            try:
-                await self.server_send(message)
-            except OSError:  # as below
-                self.disconnected = True
-                raise
-            self.bytes_sent += len(body)
-            if body and self.is_sse:
-                self.sse_events += 1
-            return
-        # Anything else is observed in full (in this frame: one more coroutine per message costs).
         kind = message.get("type")
-        original = message
-        try:
-            message = self._observe(message)
-        except Exception:  # cvdiag's bookkeeping must never break the response
-            note_internal_error()
-            message = original
+        if not (self.streaming and kind == "http.response.body"):
+            # Observed in full (in this frame: one more coroutine per message costs). A body
+            # at a tier that writes nothing per chunk (default; verbose after the first byte)
+            # is only counted below, the last one included.
+            original = message
+            try:
+                message = self._observe(message)
+            except Exception:  # cvdiag's bookkeeping must never break the response
+                note_internal_error()
+                message = original
         try:
             await self.server_send(message)
         except OSError:  # ASGI spec 2.4 servers: the client is gone (the app's own OSErrors are not)
             self.disconnected = True
             raise
-        if kind == "http.response.start":
-            self.started = True
-        elif kind == "http.response.body":
+        if kind == "http.response.body":
             body = message.get("body") or b""
             self.bytes_sent += len(body)
             if body and self.is_sse:
                 self.sse_events += 1
             if not message.get("more_body", False):
                 self._finish()
+        elif kind == "http.response.start":
+            self.started = True
         elif kind in _FILE_SENDS:
             self._sent_file(message)
 
@@ -353,7 +357,7 @@ class _Responder:
             picked = _pick(headers, middleware._wanted_response)
             self.declared_length = _content_length(picked.get(_CONTENT_LENGTH))
             self.is_sse = picked.get(_CONTENT_TYPE, b"").startswith(_EVENT_STREAM)
-            self.edge = _edge_headers(picked)
+            self.edge = NO_EDGE_HEADERS if picked.keys().isdisjoint(_EDGE) else _edge_headers(picked)
             self.streaming = self.tier is Tier.DEFAULT  # no first_byte line to write
             if middleware.echo_test_id and middleware.test_id_header not in picked:
                 headers.append((middleware.test_id_header, self.ctx.test_id.encode()))

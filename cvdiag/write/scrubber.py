@@ -12,7 +12,7 @@ from functools import lru_cache
 from cvdiag.write import _scrub_patterns as p
 from cvdiag.write._scrub_patterns import is_sensitive_key, words
 
-__all__ = ["REDACTED", "SCAN_LIMIT", "is_sensitive_key", "scrub", "scrub_clipped", "scrub_tree"]
+__all__ = ["REDACTED", "SCAN_LIMIT", "is_sensitive_key", "scrub", "scrub_clipped", "scrub_tree", "scrub_values_of"]
 
 REDACTED = "[REDACTED]"
 SCAN_LIMIT = 2048
@@ -548,25 +548,39 @@ def _tree(value: object, depth: int) -> object:
     if depth >= _MAX_DEPTH:
         return REDACTED
     if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if type(k) is str and is_sensitive_key(k):
-                if type(v) is str and _is_cookie_header(k):
-                    out[k] = scrub(scrub_cookie_header(v, k.lower().startswith("set")))
-                    continue
-                out[k] = None if v is None else REDACTED
-            elif type(v) is str:
-                out[k] = scrub(v)
-            elif type(v) in _PLAIN_TYPES:
-                out[k] = v
-            else:
-                out[k] = _tree(v, depth + 1)
-        return out
+        return _dict(value, depth, True)
     if isinstance(value, list):
         return [_tree(v, depth + 1) for v in value]
     if isinstance(value, tuple):
         return tuple(_tree(v, depth + 1) for v in value)
     return scrub(value)
+
+
+def _dict(value: dict[object, object], depth: int, check_keys: bool) -> dict[object, object]:
+    out: dict[object, object] = {}
+    for k, v in value.items():
+        if check_keys and type(k) is str and is_sensitive_key(k):
+            if type(v) is str and _is_cookie_header(k):
+                out[k] = scrub(scrub_cookie_header(v, k.lower().startswith("set")))
+                continue
+            out[k] = None if v is None else REDACTED
+        elif type(v) is str:
+            out[k] = scrub(v)
+        elif type(v) in _PLAIN_TYPES:
+            out[k] = v
+        else:
+            out[k] = _tree(v, depth + 1)
+    return out
+
+
+def scrub_values_of(mapping: dict[object, object]) -> object:
+    """``scrub_tree`` of a dict whose own keys are known to be harmless names (a
+    boundary's declared metadata keys): the same result without testing those keys
+    again. Keys deeper in are tested as always."""
+    try:
+        return _dict(mapping, 0, False)
+    except Exception:
+        return REDACTED
 
 
 def scrub_tree(value: object) -> object:
