@@ -10,7 +10,7 @@
  * (ts_facts), a metadata object to prove (loads). Lines are taken in file order, so
  * every first/last value is picked as the Python fold picks it.
  *
- * Nothing here is a rule of the diagnosis: results() hands the counts back, and
+ * Nothing here is a rule of the diagnosis: take() hands the counts back, and
  * Python puts them where the rules read them (fold.py, evidence.py).
  *
  * Count mode (given ``pair``, for count.py's stats pass): no tests, only envelopes per
@@ -28,7 +28,7 @@ enum { K_LITERAL = 0, K_CAPTURE_STR = 1, K_STR = 2, K_NULL_OR_STR = 3, K_CAPTURE
 #define N_CAPTURES 7 /* test_id, layer, boundary, slug, ts, mono_ns, outcome */
 #define MAX_SLUGS 4
 #define MAX_BOUNDARY_NAMES 64
-#define N_COUNTERS 8
+#define N_COUNTERS 4 /* the head-only counters of the diagnosis (Evidence.head_counter) */
 #define NAME_TABLE_MAX 65536
 #define LAYER_AIMOCK 0
 #define LAYER_BACKEND 1
@@ -140,6 +140,7 @@ struct Folder {
     char *accounting; Py_ssize_t accounting_len;
     char *llm_response; Py_ssize_t llm_response_len;
     PyObject *terminal_bits; /* dict bytes -> int */
+    PyObject *shared;        /* layer and slug bytes, one object each for all tests */
     int backend_bit;
     PyObject *admit, *boundary_info, *ts_facts, *loads; /* callables */
     PyObject *pair; /* count mode (stats): a (slug, boundary, outcome) met the first time -> token, or None */
@@ -453,6 +454,17 @@ static Py_ssize_t slot_of(Folder *f, const char *p, Py_ssize_t n, PyObject *tid_
     return slot;
 }
 
+/* One bytes object for ``p[:n]`` shared by every test that names it (a layer, a slug),
+ * up to a bound; past it each test gets its own. */
+static PyObject *shared_bytes(Folder *f, const char *p, Py_ssize_t n) {
+    PyObject *b = PyBytes_FromStringAndSize(p, n);
+    if (!b || PyDict_GET_SIZE(f->shared) >= 4096) return b;
+    PyObject *kept = PyDict_SetDefault(f->shared, b, b);
+    Py_XINCREF(kept);
+    Py_DECREF(b);
+    return kept;
+}
+
 /* -- the row (fold.Fold.fold) ------------------------------------------------------- */
 static int outcome_failed(Folder *f, const char *p, Py_ssize_t n) {
     for (int i = 0; i < f->n_failed; i++)
@@ -481,7 +493,7 @@ static int agg_fold(Folder *f, Slot *s, const char *ts24, const char *layer, Py_
             if (!l) { PyErr_NoMemory(); return -1; }
             s->layers = l; s->cap_layers = cap;
         }
-        if (!(s->layers[s->n_layers] = PyBytes_FromStringAndSize(layer, layer_len))) return -1;
+        if (!(s->layers[s->n_layers] = shared_bytes(f, layer, layer_len))) return -1;
         s->n_layers++;
     }
     if (s->n_slugs < MAX_SLUGS) {
@@ -489,7 +501,7 @@ static int agg_fold(Folder *f, Slot *s, const char *ts24, const char *layer, Py_
             if (PyBytes_GET_SIZE(s->slugs[i]) == slug_len && memcmp(PyBytes_AS_STRING(s->slugs[i]), slug, slug_len) == 0)
                 break;
         if (i == s->n_slugs) {
-            if (!(s->slugs[s->n_slugs] = PyBytes_FromStringAndSize(slug, slug_len))) return -1;
+            if (!(s->slugs[s->n_slugs] = shared_bytes(f, slug, slug_len))) return -1;
             s->n_slugs++;
         }
     }
@@ -538,7 +550,7 @@ static int ev_head(Slot *s, Name *b, int layer_class, int failed, int has_key, K
     if (i < s->n_bc) { s->bc[i].count++; s->hint = i; }
     else if (s->n_bc < MAX_BOUNDARY_NAMES) {
         if (s->n_bc == s->cap_bc) {
-            int cap = s->cap_bc ? s->cap_bc * 2 : 8;
+            int cap = s->cap_bc + 4; /* a test meets about ten names: little to spare per test */
             BCount *bc = PyMem_Realloc(s->bc, cap * sizeof(BCount));
             if (!bc) { PyErr_NoMemory(); return -1; }
             s->bc = bc; s->cap_bc = cap;
@@ -1076,56 +1088,62 @@ static PyObject *pick_tuple(const PickRef *p) {
     return Py_BuildValue("(NNO)", key, ts, p->boundary);
 }
 
-/* results() -> [(agg, kept, head) per slot, in the order tests were admitted]:
+static void slot_free(Slot *s);
+
+/* take(slot) -> (agg, kept, head) of one test, its memory handed back: the results are
+ * taken one test at a time, so a pass never holds them twice.
  * agg (events, first, last, failed, flags, layers, slugs, order) or None;
  * kept (places as bytes of int64 triples, more) or None;
  * head (events, names, counts, other, layers[4], failures, first, last, backend, counters, skipped) or None. */
-static PyObject *Folder_results(Folder *f, PyObject *unused) {
-    PyObject *out = PyList_New(f->n_slots);
-    if (!out) return NULL;
-    for (Py_ssize_t k = 0; k < f->n_slots; k++) {
-        Slot *s = &f->slots[k];
-        PyObject *agg = NULL, *kept = NULL, *head = NULL;
-        if (s->agg_on) {
-            PyObject *layers = PySet_New(NULL), *slugs = PyList_New(0);
-            if (!layers || !slugs) goto fail_item;
-            for (Py_ssize_t i = 0; i < s->n_layers; i++)
-                if (PySet_Add(layers, s->layers[i]) < 0) goto fail_item;
-            for (int i = 0; i < s->n_slugs; i++)
-                if (PyList_Append(slugs, s->slugs[i]) < 0) goto fail_item;
-            agg = Py_BuildValue("(Ly#y#iiNNn)", (long long)s->a_events, s->first, (Py_ssize_t)24, s->last,
-                                (Py_ssize_t)24, s->failed, s->flags, layers, slugs, s->agg_order);
-            if (!agg) goto fail_item;
-            if (f->keep_lines)
-                kept = Py_BuildValue("(y#L)", (const char *)s->places, s->n_places * 3 * (Py_ssize_t)sizeof(int64_t),
-                                     (long long)s->more);
-        }
-        if (s->ev) {
-            PyObject *names = PyTuple_New(s->n_bc), *counts = PyList_New(s->n_bc), *ctr = PyTuple_New(N_COUNTERS);
-            if (!names || !counts || !ctr) { Py_XDECREF(names); Py_XDECREF(counts); Py_XDECREF(ctr); goto fail_item; }
-            for (int i = 0; i < s->n_bc; i++) {
-                PyTuple_SET_ITEM(names, i, Py_NewRef(s->bc[i].name));
-                PyList_SET_ITEM(counts, i, PyLong_FromLongLong(s->bc[i].count));
-            }
-            for (int i = 0; i < N_COUNTERS; i++) PyTuple_SET_ITEM(ctr, i, PyLong_FromLongLong(s->counters[i]));
-            head = Py_BuildValue("(LNNL(LLLL)LNNNNL)", (long long)s->events, names, counts, (long long)s->other_names,
-                                 (long long)s->lay[0], (long long)s->lay[1], (long long)s->lay[2], (long long)s->lay[3],
-                                 (long long)s->failures, pick_tuple(&s->first_pick), pick_tuple(&s->last_pick),
-                                 pick_tuple(&s->backend_pick), ctr, (long long)s->skipped);
-            if (!head) goto fail_item;
-        }
-        PyObject *item = Py_BuildValue("(NNN)", agg ? agg : Py_NewRef(Py_None), kept ? kept : Py_NewRef(Py_None),
-                                       head ? head : Py_NewRef(Py_None));
-        if (!item) goto fail;
-        PyList_SET_ITEM(out, k, item);
-        continue;
-    fail_item:
-        Py_XDECREF(agg); Py_XDECREF(kept); Py_XDECREF(head);
-        goto fail;
+static PyObject *Folder_take(Folder *f, PyObject *arg) {
+    Py_ssize_t k = PyLong_AsSsize_t(arg);
+    if (k == -1 && PyErr_Occurred()) return NULL;
+    if (k < 0 || k >= f->n_slots) {
+        PyErr_SetString(PyExc_IndexError, "no such slot");
+        return NULL;
     }
-    return out;
+    Slot *s = &f->slots[k];
+    PyObject *agg = NULL, *kept = NULL, *head = NULL, *layers = NULL, *slugs = NULL;
+    if (s->agg_on) {
+        if (!(layers = PySet_New(NULL)) || !(slugs = PyList_New(0))) goto fail;
+        for (Py_ssize_t i = 0; i < s->n_layers; i++)
+            if (PySet_Add(layers, s->layers[i]) < 0) goto fail;
+        for (int i = 0; i < s->n_slugs; i++)
+            if (PyList_Append(slugs, s->slugs[i]) < 0) goto fail;
+        agg = Py_BuildValue("(Ly#y#iiNNn)", (long long)s->a_events, s->first, (Py_ssize_t)24, s->last, (Py_ssize_t)24,
+                            s->failed, s->flags, layers, slugs, s->agg_order);
+        layers = slugs = NULL; /* the tuple has them, or they are gone with its failure */
+        if (!agg) goto fail;
+        if (f->keep_lines &&
+            !(kept = Py_BuildValue("(y#L)", (const char *)s->places, s->n_places * 3 * (Py_ssize_t)sizeof(int64_t),
+                                   (long long)s->more)))
+            goto fail;
+    }
+    if (s->ev) {
+        PyObject *names = PyTuple_New(s->n_bc), *counts = PyList_New(s->n_bc), *ctr = PyTuple_New(N_COUNTERS);
+        if (!names || !counts || !ctr) { Py_XDECREF(names); Py_XDECREF(counts); Py_XDECREF(ctr); goto fail; }
+        for (int i = 0; i < s->n_bc; i++) {
+            PyTuple_SET_ITEM(names, i, Py_NewRef(s->bc[i].name));
+            PyList_SET_ITEM(counts, i, PyLong_FromLongLong(s->bc[i].count));
+        }
+        for (int i = 0; i < N_COUNTERS; i++) PyTuple_SET_ITEM(ctr, i, PyLong_FromLongLong(s->counters[i]));
+        head = Py_BuildValue("(LNNL(LLLL)LNNNNL)", (long long)s->events, names, counts, (long long)s->other_names,
+                             (long long)s->lay[0], (long long)s->lay[1], (long long)s->lay[2], (long long)s->lay[3],
+                             (long long)s->failures, pick_tuple(&s->first_pick), pick_tuple(&s->last_pick),
+                             pick_tuple(&s->backend_pick), ctr, (long long)s->skipped);
+        if (!head) goto fail;
+    }
+    PyObject *item = Py_BuildValue("(NNN)", agg ? agg : Py_NewRef(Py_None), kept ? kept : Py_NewRef(Py_None),
+                                   head ? head : Py_NewRef(Py_None));
+    if (item) {
+        int ev = s->ev;
+        slot_free(s);
+        memset(s, 0, sizeof(Slot));
+        s->ev = ev; /* taken: nothing left to free */
+    }
+    return item;
 fail:
-    Py_DECREF(out);
+    Py_XDECREF(agg); Py_XDECREF(kept); Py_XDECREF(head); Py_XDECREF(layers); Py_XDECREF(slugs);
     return NULL;
 }
 
@@ -1153,6 +1171,7 @@ static int Folder_traverse(Folder *f, visitproc visit, void *arg) {
     Py_VISIT(f->loads);
     Py_VISIT(f->pair);
     Py_VISIT(f->terminal_bits);
+    Py_VISIT(f->shared);
     return 0;
 }
 
@@ -1163,6 +1182,7 @@ static int Folder_clear(Folder *f) {
     Py_CLEAR(f->loads);
     Py_CLEAR(f->pair);
     Py_CLEAR(f->terminal_bits);
+    Py_CLEAR(f->shared);
     return 0;
 }
 
@@ -1237,6 +1257,7 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
     }
     f->tail_room = tail_room;
     f->terminal_bits = Py_NewRef(bits);
+    if (!(f->shared = PyDict_New())) return -1;
     f->backend_bit = backend_bit;
     f->admit = Py_NewRef(admit); f->boundary_info = Py_NewRef(info); f->ts_facts = Py_NewRef(tsf);
     f->loads = Py_NewRef(loads);
@@ -1257,7 +1278,7 @@ static PyMethodDef Folder_methods[] = {
      "buffer(buf, start, end, block, gap, line, body, malformed): fold the lines of buf[start:end]."},
     {"fold_env", (PyCFunction)Folder_fold_env, METH_VARARGS,
      "fold_env(env, block, ls, le) -> slot, -1 (nothing more) or -2 (ts is not a time)."},
-    {"results", (PyCFunction)Folder_results, METH_NOARGS, "results() -> [(agg, kept, head)] per slot."},
+    {"take", (PyCFunction)Folder_take, METH_O, "take(slot) -> (agg, kept, head) of one test, its memory handed back."},
     {"counts", (PyCFunction)Folder_counts, METH_NOARGS, "counts() -> [(token, envelopes)] of count mode."},
     {NULL, NULL, 0, NULL},
 };
@@ -1341,6 +1362,10 @@ PyMODINIT_FUNC PyInit__cfold(void) {
     if (PyType_Ready(&FolderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "Folder", (PyObject *)&FolderType) < 0) { Py_DECREF(m); return NULL; }
+    if (PyModule_AddObjectRef(m, "Folder", (PyObject *)&FolderType) < 0 ||
+        PyModule_AddIntConstant(m, "COUNTERS", N_COUNTERS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

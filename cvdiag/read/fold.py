@@ -351,9 +351,13 @@ class Fold:
         self.parsed = 0  # lines read by the general parser, not the canonical head
         self.keep_lines = keep_lines
         self.kept: dict[bytes, Kept] | None = {} if keep_lines else None
-        # The compiled fold, for evidence that can take its head facts from it (``take_head``).
+        # The compiled fold, for evidence that can take its head facts from it (``take_head``)
+        # and counts no more kinds of head-only envelope than it keeps.
         self._c: Any = None
-        if _CFOLD is not None and (evidence_cls is None or hasattr(evidence_cls, "take_head")):
+        if _CFOLD is not None and (
+            evidence_cls is None
+            or (hasattr(evidence_cls, "take_head") and evidence_cls.head_counters <= _CFOLD.COUNTERS)
+        ):
             self._c = compiled_folder(
                 admit=self._admit,
                 boundary_info=self._boundary_info,
@@ -394,18 +398,17 @@ class Fold:
         if c is None:
             return
         self.tally.untracked += c.untracked
-        rows = []
-        for slot, (agg, kept, head) in enumerate(c.results()):
-            tid = self._slot_tids[slot]
+        rows: list[tuple[int, bytes, Agg]] = []
+        for slot, tid in enumerate(self._slot_tids):
+            agg, kept, head = c.take(slot)  # one test at a time: never all of them twice
             if agg is not None:
-                rows.append((agg[-1], tid, agg))
+                rows.append((agg[-1], tid, Agg.of(agg)))
                 if kept is not None and self.kept is not None:
                     self.kept[tid] = Kept.of(*kept, self._llm_ms.get(slot))
             if head is not None:
                 self._slot_evidence[slot].take_head(head)
-        rows.sort()  # in the order the tests got their rows, as the Python fold makes them
-        for _, tid, agg in rows:
-            self.aggs[tid] = Agg.of(agg)
+        rows.sort(key=lambda row: row[0])  # in the order the tests got their rows, as the Python fold makes them
+        self.aggs.update((tid, agg) for _, tid, agg in rows)
 
     def _add_llm_ms(self, slot: int, env: dict[str, Any] | None) -> None:
         d = _llm_ms(env)
