@@ -16,6 +16,10 @@
  * Count mode (given ``pair``, for count.py's stats pass): no tests, only envelopes per
  * (slug, boundary, outcome); a line is counted here only when it is certainly a valid
  * envelope that says nothing beyond its head, every other line goes to Python.
+ *
+ * Two functions of the module serve the readers: certainly_object (a strict JSON
+ * reading: true only where orjson would read an object too) and untouched (whether
+ * parsing.coerce certainly has nothing to change, from rules parsing.py builds).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -830,6 +834,17 @@ static int head_ts_ref(const char *t, Py_ssize_t n, const TsFacts *tf, TsRef *re
     return (ref->obj = PyUnicode_DecodeUTF8(t, n, "replace")) ? 0 : -1;
 }
 
+/* Whether a canonical line of boundary ``b`` says nothing beyond its head: a boundary whose
+ * head says all, all-null edge headers, the fixed tail, an ASCII head (valid UTF-8) and
+ * metadata that is a JSON object. 1 yes, 0 no, -1 error. */
+static int plain_line(Folder *f, const char *buf, const Head *h, const Name *b, Py_ssize_t pos_json, Py_ssize_t le) {
+    Py_ssize_t md = h->end + f->middle_len, md_end = le - f->end_len;
+    if (!b->plain || md > md_end || memcmp(buf + h->end, f->middle, f->middle_len) != 0 ||
+        memcmp(buf + md_end, f->end, f->end_len) != 0 || !is_ascii(buf + pos_json, h->end - pos_json))
+        return 0;
+    return is_object(f, buf, md, md_end);
+}
+
 /* -- count mode (stats): envelopes per (slug, boundary, outcome) ------------------- */
 /* Count a canonical line in C when it is certainly a valid envelope that says nothing
  * beyond its head (no metadata to read, a time, integers JSON reads as integers): 1
@@ -837,13 +852,9 @@ static int head_ts_ref(const char *t, Py_ssize_t n, const TsFacts *tf, TsRef *re
 static int count_line(Folder *f, const char *buf, Head *h, Py_ssize_t pos_json, Py_ssize_t le) {
     Name *b = name_of(f, buf + h->a[2], h->n[2]);
     if (!b) return -1;
-    Py_ssize_t md = h->end + f->middle_len, md_end = le - f->end_len;
     int64_t secs; int ms;
-    if (!b->plain || h->long_int || md > md_end || memcmp(buf + h->end, f->middle, f->middle_len) != 0 ||
-        memcmp(buf + md_end, f->end, f->end_len) != 0 || !is_ascii(buf + pos_json, h->end - pos_json) ||
-        !emitter_ts(f, buf + h->a[4], h->n[4], &secs, &ms))
-        return 0;
-    int o = is_object(f, buf, md, md_end);
+    if (h->long_int || !emitter_ts(f, buf + h->a[4], h->n[4], &secs, &ms)) return 0;
+    int o = plain_line(f, buf, h, b, pos_json, le);
     if (o <= 0) return o;
     /* the key: slug, boundary and outcome, each ended by a NUL (none of them holds one) */
     Py_ssize_t n = h->n[3] + h->n[2] + h->n[6] + 2;
@@ -966,15 +977,9 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
         if (head_ts_ref(ts, h.n[4], &tf, &ref) < 0) goto fail;
         int bad_ts = !tf.canonical_ok;
         int plain = 0;
-        if (s->ev) {
-            Py_ssize_t md = h.end + f->middle_len, md_end = le - f->end_len;
-            plain = b->plain && md <= md_end && memcmp(buf + h.end, f->middle, f->middle_len) == 0 &&
-                    memcmp(buf + md_end, f->end, f->end_len) == 0 && is_ascii(buf + pos_json, h.end - pos_json);
-            if (plain) {
-                int o = is_object(f, buf, md, md_end);
-                if (o < 0) { if (ref.kind == 2) Py_DECREF(ref.obj); goto fail; }
-                plain = o;
-            }
+        if (s->ev && (plain = plain_line(f, buf, &h, b, pos_json, le)) < 0) {
+            if (ref.kind == 2) Py_DECREF(ref.obj);
+            goto fail;
         }
         int failed = outcome_failed(f, outcome, h.n[6]);
         PyObject *env = NULL;
