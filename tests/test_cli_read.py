@@ -203,7 +203,7 @@ def test_breadcrumbs_show_on_the_timeline_but_never_count_as_envelopes(log: Path
 
 def test_with_logs_places_the_apps_own_lines_by_their_time(log: Path) -> None:
     assert "request failed" not in run("timeline", TID_ERROR, log).out
-    out = run("timeline", TID_ERROR, log, "--with-logs").out
+    out = run("timeline", TID_ERROR, log, "--with-logs", env={"COLUMNS": "200"}).out  # the log line whole
     assert out.index("backend.error.caught") < out.index("request failed")
 
 

@@ -149,7 +149,7 @@ def test_two_runs_of_the_same_story_do_not_diverge() -> None:
 
 def test_cli_compare_takes_unique_prefixes_and_calls_out_the_divergence(log) -> None:
     path = log(provider_500())
-    r = run("compare", PASS[:33], FAIL[:33], path)
+    r = run("compare", PASS[:33], FAIL[:33], path, env={"COLUMNS": "200"})  # no note cut short
     assert r.code == 0, r.err
     lines = r.out.splitlines()
     assert lines[0].startswith(f"A {PASS}  ok")

@@ -381,3 +381,28 @@ def test_minted_test_ids_are_rfc9562_uuid7_with_the_current_time():
         parsed = uuid6.UUID(tid)
         assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
         assert before <= parsed.time <= after
+
+
+def test_lines_waiting_behind_a_stalled_sink_cost_about_their_size():
+    """orjson's bytes keep the buffer it grew (4 KB and more for a line of a few hundred
+    bytes): a stalled stdout must not hold the queue's worth of those in the host."""
+    import tracemalloc
+
+    blocker = _BlockingSink()
+    add_sink(blocker)
+    try:
+        with capture(queue_size=3000), cvdiag.request_context():
+            cvdiag.emit("backend.agent.enter", {"agent_name": "first"})  # the blocking sink holds the writer
+            tracemalloc.start()
+            try:
+                for i in range(2000):
+                    cvdiag.emit("backend.agent.enter", {"agent_name": f"n{i}-" + "x" * 200})
+                held = tracemalloc.get_traced_memory()[0]
+            finally:
+                tracemalloc.stop()
+            blocker.release.set()
+    finally:
+        blocker.release.set()
+        remove_sink(blocker)
+    assert len(blocker.lines) == 2001 and len(blocker.lines[-1]) < 1000
+    assert held < 2000 * 2500, held  # each line is under 1 KB: 3.4 MB in all, 17 MB when each kept its buffer

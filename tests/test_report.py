@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from cvdiag_cli import run
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from logkit import TID_ABORT, TID_ERROR, TID_OK, aborted, compact, errored, happy, write
 from reportkit import STORY_ID, story
 
@@ -181,3 +183,109 @@ def test_the_report_reads_its_input_once_and_then_only_the_lines_it_details(
     rows = rows_by_id(doc)
     assert len(rows) == 301 and rows["ok-0123"]["detail"] == -1
     assert rows["ok-0123"]["llm_ms"] == rows["ok-0000"]["llm_ms"] > 0
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=6) | st.sampled_from(["", "a", "a\x00", "a\x00b", "ab", "\x00"])
+
+
+@st.composite
+def _envelopes(draw: st.DrawFn) -> dict:
+    canonical = draw(st.booleans())
+    seconds = draw(st.integers(0, 3))
+    ts = (
+        f"2026-11-21T10:00:0{seconds}.{draw(st.integers(0, 2)):03d}Z"
+        if canonical
+        else f"2026-11-21T10:00:0{seconds}+00:00"
+    )
+    env = {"ts": ts, "boundary": draw(st.sampled_from(["a", "b", "a.b"])), "test_id": "t"}
+    if draw(st.booleans()):
+        env["mono_ns"] = draw(st.integers(-(2**70), 2**70))
+    if draw(st.booleans()):
+        env["span_id"] = draw(_TEXT)
+    return env
+
+
+_AT = {"ts": "2026-11-21T10:00:00.000Z", "boundary": "a", "test_id": "t", "mono_ns": 5}
+
+
+@given(st.lists(_envelopes(), min_size=2, max_size=8))
+@example([{**_AT, "span_id": "a"}, {**_AT, "span_id": "a\x00"}, {**_AT, "span_id": "a\x00b"}, {**_AT, "span_id": ""}])
+@example([{**_AT, "span_id": "a\x00"}, {**_AT, "span_id": "a", "boundary": "\x00a"}, _AT])
+@settings(max_examples=400, deadline=None)
+def test_the_bytes_an_event_is_sorted_by_order_as_its_time_and_identity_do(envs: list[dict]) -> None:
+    """A report keeps each event as one bytes object that starts with its sort key: sorting
+    those and dropping equal keys must give what sorting by (order key, identity) gives."""
+    from cvdiag.contract.timestamps import order_key
+    from cvdiag.read.correlate import identity
+
+    def as_tuple(env: dict) -> tuple:
+        span, *rest = identity(env)
+        return (order_key(env["ts"], env.get("mono_ns")), span is not None, "" if span is None else span, *rest)
+
+    keys = [report_data._sort_key(e) for e in envs]
+    by_bytes = sorted(range(len(envs)), key=lambda i: keys[i])
+    by_tuple = sorted(range(len(envs)), key=lambda i: as_tuple(envs[i]))
+    assert [as_tuple(envs[i]) for i in by_bytes] == [as_tuple(envs[i]) for i in by_tuple]
+    for i in range(len(envs)):
+        for j in range(len(envs)):
+            assert (keys[i] == keys[j]) == (as_tuple(envs[i]) == as_tuple(envs[j]))
+
+
+def test_a_report_holds_its_events_at_about_the_size_of_their_json(tmp_path: Path) -> None:
+    """The events of the tests in detail are what a report keeps the longest: each costs
+    about its JSON, not the buffer orjson grew to write it (4 KB and more)."""
+    import tracemalloc
+
+    envs = []
+    for i in range(100):
+        test = aborted(f"ab-{i:04d}", start=float(i))
+        beats = [
+            dict(test[1], boundary="backend.sse.event", outcome="info", span_id=f"{i:08x}{k:08x}") for k in range(40)
+        ]
+        envs += [*test, *beats]
+    log = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in envs])
+    report_data.build(resolve_sources([str(log)]))  # the caches of a first read are not the report's
+    tracemalloc.start()
+    try:
+        doc = report_data.build(resolve_sources([str(log)]))
+        held = tracemalloc.get_traced_memory()[0]  # what the document holds: the rows and verdicts too
+    finally:
+        tracemalloc.stop()
+    events = [e for d in doc["details"] for e in d["events"]]
+    assert len(events) == len(envs)
+    assert held < 2 * sum(map(len, events)) + 4000 * len(doc["rows"]), (held, sum(map(len, events)))
+
+
+def test_a_test_not_shown_in_detail_keeps_only_what_its_index_row_shows(log: Path, monkeypatch) -> None:
+    """The process that diagnoses drops the whole verdict and the line places of a test the
+    report does not detail, so no process holds them for every test of a big log."""
+    from cvdiag.read import correlate, split
+
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)  # two processes even for this log
+    detail = correlate.Detail(100, facts=("ttfb_ms",))
+    for jobs in (1, 2):
+        scan = correlate.scan_tests(resolve_sources([str(log)]), jobs=jobs, keep_json=True, detail=detail)
+        rows = {r["test_id"]: r for r in scan.rows}
+        passed, failed = rows[TID_OK], rows[TID_ABORT]
+        assert passed["_diagnosis"]["evidence"].keys() == {"ttfb_ms"}
+        assert (passed["_diagnosis"]["class"], passed["_kept"].places) == ("ok", None)
+        assert passed["_kept"].llm_ms > 0
+        assert failed["_diagnosis"]["class"] == "client-disconnect" and len(failed["_diagnosis"]["evidence"]) > 5
+        assert len(failed["_kept"].places) == 3 * len(aborted())
+
+
+@pytest.mark.parametrize(
+    "env", [{"CVDIAG_PARALLEL_MIN_BYTES": "0"}, {"CVDIAG_EVIDENCE_BUDGET": "1"}], ids=["two-processes", "budget-1"]
+)
+def test_the_report_is_the_same_in_two_processes_and_in_many_passes(log: Path, tmp_path: Path, env: dict) -> None:
+    one, other = tmp_path / "one.html", tmp_path / "other.html"
+    assert run("report", "-j", "1", log, "-o", one).code == 0
+    assert run("report", "-j", "2", log, "-o", other, env=env).code == 0
+
+    def seen(page: Path) -> tuple[dict, list[dict]]:
+        index, details = embedded(page.read_text())
+        del index["meta"]["generated"]
+        return index, details
+
+    assert seen(one) == seen(other)
+    assert len(seen(one)[1]) == 3  # the failed and the flagged tests

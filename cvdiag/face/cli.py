@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from cvdiag.face._commands import COMMANDS, when
 from cvdiag.face._exit import OK_EXIT, USAGE_EXIT, exit_code, terminated
 from cvdiag.read import correlate
+from cvdiag.read.sources import reuse_block_memory
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -116,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script and ``python -m cvdiag``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, terminated)
+    reuse_block_memory()  # this process is ours: big blocks are recycled, not mapped afresh
     if argv[:1] == ["demo"]:  # the demo drives this very CLI: it is handed `main`, never imports it
         from cvdiag.face._demo import main as demo_main
 

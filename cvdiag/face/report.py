@@ -13,9 +13,9 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib import resources
-from typing import Any
+from typing import Any, BinaryIO
 
 from cvdiag.face import report_data
 
@@ -27,16 +27,17 @@ def _asset(name: str) -> str:
     return resources.files(__package__).joinpath("report_assets", name).read_text(encoding="utf-8")
 
 
-def _inert(json_bytes: bytes) -> str:
+def _inert(json_bytes: bytes) -> bytes:
     """JSON that cannot end its script element: ``<`` only occurs inside JSON strings,
     where ``\\u003c`` means the same."""
-    return json_bytes.replace(b"<", b"\\u003c").decode("utf-8")
+    return json_bytes.replace(b"<", b"\\u003c")
 
 
-def render(doc: Mapping[str, Any], title: str = "cvdiag report", extra: str = "") -> str:
-    """The whole HTML page for a ``report_data.build`` document; ``extra`` is more of the
-    body, already HTML (the history page)."""
-    parts = [
+def pieces(doc: Mapping[str, Any], title: str = "cvdiag report", extra: str = "") -> Iterator[bytes]:
+    """The HTML page for a ``report_data.build`` document, a piece at a time (one per
+    test in detail), so the whole page is never held; ``extra`` is more of the body,
+    already HTML (the history page)."""
+    head = [
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -44,34 +45,33 @@ def render(doc: Mapping[str, Any], title: str = "cvdiag report", extra: str = ""
         f"<title>{html.escape(title)}</title>",
         f"<style>{_asset('report.css')}</style></head>\n<body>",
         '<div id="app"><main><h1>cvdiag report</h1><p>This report needs JavaScript.</p></main></div>',
-        f'<script type="application/json" id="cvdiag-index">{_inert(report_data.index_json(doc))}</script>',
-        f"<script>{_asset('report.js')}</script>",
+        '<script type="application/json" id="cvdiag-index">',
     ]
-    parts.extend(
-        f'<script type="application/json" id="cvdiag-detail-{i}">{_inert(report_data.detail_json(d))}</script>'
-        for i, d in enumerate(doc["details"])
-    )
-    parts.append(f"{extra}</body></html>\n")
-    return "\n".join(parts)
+    yield "\n".join(head).encode()
+    yield _inert(report_data.index_json(doc))
+    yield f"</script>\n<script>{_asset('report.js')}</script>".encode()
+    for i, d in enumerate(doc["details"]):
+        body = _inert(report_data.detail_json(d))
+        yield b'\n<script type="application/json" id="cvdiag-detail-%d">%b</script>' % (i, body)
+    yield f"\n{extra}</body></html>\n".encode()
 
 
 def write(doc: Mapping[str, Any], path: str, title: str = "cvdiag report", extra: str = "") -> int:
     """Writes the page to ``path`` atomically (a reader never sees half a report), or to
     stdout for ``-``; returns its size. A path that is no regular file (``/dev/null``, a
     FIFO) is written into, never replaced by a file."""
-    page = render(doc, title, extra).encode("utf-8")
+    page = pieces(doc, title, extra)
     if path == "-":
-        sys.stdout.buffer.write(page)
+        size = _write_all(sys.stdout.buffer, page)
         sys.stdout.buffer.flush()
-        return len(page)
+        return size
     try:
         special = not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         special = False  # nothing there yet (or unreadable): the atomic write says why
     if special:
         with open(path, "wb") as fh:
-            fh.write(page)
-        return len(page)
+            return _write_all(fh, page)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".cvdiag-report-", suffix=".html", dir=folder)
     try:
@@ -79,9 +79,17 @@ def write(doc: Mapping[str, Any], path: str, title: str = "cvdiag report", extra
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
         with os.fdopen(fd, "wb") as fh:
-            fh.write(page)
+            size = _write_all(fh, page)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
-    return len(page)
+    return size
+
+
+def _write_all(fh: BinaryIO, page: Iterator[bytes]) -> int:
+    size = 0
+    for piece in page:
+        fh.write(piece)
+        size += len(piece)
+    return size

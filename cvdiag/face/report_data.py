@@ -36,6 +36,8 @@ ROW_COLUMNS: tuple[str, ...] = (
 #: boundary and outcome (indexes into ``strings``), duration_ms, metadata, and the
 #: envelope's other fields when they differ from what the page can rebuild.
 EVENT_COLUMNS: tuple[str, ...] = ("t", "layer", "boundary", "outcome", "duration_ms", "metadata", "rest")
+#: What an index row shows of a test's evidence (a test not shown in detail keeps only these).
+_INDEX_FACTS = ("ttfb_ms", "open_llm_call_s")
 _REBUILT = frozenset({"schema_version", "test_id", "layer", "boundary", "outcome", "duration_ms", "metadata", "ts"})
 
 
@@ -58,29 +60,58 @@ class Strings:
 
 
 class _TestEvents:
-    """One test's encoded events, kept as (order key, JSON bytes) until they are sorted."""
+    """A test shown in detail: its verdict and its encoded events (``_encode``), kept one
+    bytes object each until they are sorted: a tuple of key and text cost three times as
+    much, and a report holds the events of thousands of tests."""
 
-    __slots__ = ("events", "more", "t0_ms")
+    __slots__ = ("diagnosis", "events", "more", "t0_ms")
 
-    def __init__(self, t0_ms: int) -> None:
-        self.t0_ms = t0_ms
-        self.events: list[tuple[tuple[Any, ...], bytes]] = []
+    def __init__(self, t0_ms: int, diagnosis: dict[str, Any]) -> None:
+        self.t0_ms, self.diagnosis = t0_ms, diagnosis
+        self.events: list[bytes] = []
         self.more = 0
 
+    def detail(self) -> dict[str, Any]:
+        """The test's part of the document; its keyed events are let go."""
+        events, self.events = self.encoded(), []
+        return {"t0": self.t0_ms, "diagnosis": self.diagnosis, "events": events, "more": self.more}
+
     def encoded(self) -> list[bytes]:
-        """The events in time order, an envelope read twice (two sinks given) kept once."""
-        self.events.sort(key=lambda pair: pair[0])
+        """The events' JSON in time order, an envelope read twice (two sinks given) kept once."""
+        self.events.sort()
         out: list[bytes] = []
-        previous: tuple[Any, ...] | None = None
-        for key, blob in self.events:
+        previous = b""
+        for event in self.events:
+            cut = event.index(_KEY_END, _KEY_BYTES + 1) + len(_KEY_END)
+            key = event[:cut]
             if key != previous:
-                out.append(blob)
+                out.append(event[cut:])
             previous = key
         return out
 
 
-def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> tuple[tuple[Any, ...], bytes]:
-    """(order key, compact JSON) of one envelope; the page rebuilds the whole envelope."""
+#: An event's sort key: its ``order_key`` (shifted to be positive) in this many bytes, big
+#: end first, then its identity (``correlate.identity``), each part ended by ``_PART_END``
+#: (a NUL inside a part is written NUL U+00FF), then ``_KEY_END``: bytes that sort as the
+#: (order key, identity) tuple does and are equal exactly when it is.
+_KEY_BYTES, _KEY_SHIFT = 16, 1 << 127
+_PART_END, _KEY_END = "\x00\x01", b"\x00\x00"
+
+
+def _sort_key(env: Mapping[str, Any]) -> bytes:
+    key = order_key(env["ts"], env.get("mono_ns"))
+    if key is None:
+        raise ValueError("no time to order by")
+    span, *rest = correlate.identity(env)
+    parts = ("" if span is None else str(span), *(str(v) for v in rest))
+    text = "".join(part.replace("\x00", "\x00\xff") + _PART_END for part in parts)
+    flag = b"\x00" if span is None else b"\x01"  # a span_id may be null beside strings: those first
+    return (key + _KEY_SHIFT).to_bytes(_KEY_BYTES, "big") + flag + text.encode("utf-8", "surrogatepass") + _KEY_END
+
+
+def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> bytes:
+    """One envelope as its sort key (``_sort_key``) then its compact JSON, from which the
+    page rebuilds the whole envelope."""
     ts_s = ts_seconds(env["ts"])
     ms = round(ts_s * 1000)
     offset: float = ms - t0_ms
@@ -110,17 +141,11 @@ def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> 
     dur = env.get("duration_ms")
     row = [offset, strings(env["layer"]), strings(env["boundary"]), strings(env["outcome"]), dur]
     row += [env.get("metadata", {}), rest or 0]
-    ident = correlate.identity(env)  # a span_id may be null beside strings: sorted first, never compared to them
-    key = (order_key(env["ts"], env.get("mono_ns")), ident[0] is not None, *("" if v is None else v for v in ident))
-    return key, dumps(row)
+    return _sort_key(env) + dumps(row)  # a new object of its size: orjson's keeps the buffer it grew
 
 
 def _no_edges(edges: Mapping[str, Any]) -> bool:
     return len(edges) == len(EDGE_HEADERS) and all(edges.get(k) is None for k in EDGE_HEADERS)
-
-
-def _wanted(row: Mapping[str, Any], all_tests: bool) -> bool:
-    return all_tests or row["status"] == "fail" or row.get("class") not in (None, "ok")
 
 
 def build(
@@ -140,94 +165,47 @@ def build(
     ``labels`` names tests (pytest node ids); ``failed`` are ids a harness saw fail
     whatever their envelopes say; ``compared`` is a ``compare`` result to show, whose
     two tests get their waterfalls too."""
+    shown = correlate.Detail(
+        MAX_EVENTS_PER_TEST,
+        everything=all_tests,
+        ids=frozenset((*failed, *(_compared_ids(compared) if compared else ()))),
+        facts=_INDEX_FACTS,
+    )
     scan = correlate.scan_tests(
-        list(sources),
-        classify=True,
-        slow_s=slow_s,
-        jobs=jobs,
-        keep_json=True,
-        progress=progress,
-        keep_lines=MAX_EVENTS_PER_TEST,
+        list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True, progress=progress, detail=shown
     )
     strings = Strings()
-    detail: dict[str, _TestEvents] = {}
-    llm_ms: dict[str, float] = {}
+    index = _Index(strings, labels or {}, scan.rows[0]["first_ts"] if scan.rows else None)
     places: dict[int, list[tuple[int, int, tuple[_TestEvents, str]]]] = {}
-    shown = _compared_ids(compared) if compared else ()
-    for row in scan.rows:
-        tid = row["test_id"]
+    found, scan.rows = scan.rows, []
+    found.reverse()
+    while found:  # each row let go once it is indexed: never the scan's rows and the index at once
+        row = found.pop()
         kept: Kept = row.pop("_kept")
-        if kept.llm_ms is not None:
-            llm_ms[tid] = kept.llm_ms
-        if tid in failed:
+        if row["test_id"] in failed:
             row["status"] = "fail"
-        if _wanted(row, all_tests) or tid in shown:
-            held = detail[tid] = _TestEvents(round(ts_seconds(row["first_ts"]) * 1000))
+        held = None
+        if shown.wants(row["test_id"], row["status"], row.get("class")):
+            held = _TestEvents(round(ts_seconds(row["first_ts"]) * 1000), row.get("_diagnosis") or {})
             held.more = kept.more  # past MAX_EVENTS_PER_TEST: counted by the scan
             tag = (held, row["slug"].split(",")[0])
             at = kept.places
             for i in range(0, len(at), 3):
                 places.setdefault(at[i], []).append((at[i + 1], at[i + 2], tag))
+        index.add(row, kept.llm_ms, held)
     for lines in places.values():
         lines.sort(key=lambda line: line[0])  # file order: the strings table numbers names as they come
     for (held, slug), env in envelopes_at(list(sources), places):
         try:
             held.events.append(_encode(env, held.t0_ms, slug, strings))
-        except (ValueError, TypeError):  # an envelope the reader let through but cannot be drawn
+        except (ValueError, TypeError, OverflowError):  # an envelope the reader let through but cannot be drawn
             held.more += 1
-    doc = _document(scan, strings, detail, llm_ms, labels or {}, all_tests, slow_s, [s.name for s in sources])
-    doc["compare"] = compared
-    return doc
-
-
-def _compared_ids(compared: Mapping[str, Any]) -> tuple[str, str]:
-    return compared["a"]["test_id"], compared["b"]["test_id"]
-
-
-def _document(
-    scan: correlate.TestScan, strings: Strings, detail: dict[str, _TestEvents], llm_ms: dict[str, float],
-    labels: Mapping[str, str], all_tests: bool, slow_s: float, names: list[str],
-) -> dict[str, Any]:  # fmt: skip
-    rows = []
-    details: list[dict[str, Any]] = []
-    start = ts_seconds(scan.rows[0]["first_ts"]) if scan.rows else 0.0
-    for r in scan.rows:
-        tid = r["test_id"]
-        diag = r.get("_diagnosis") or {}
-        facts = diag.get("evidence") or {}
-        llm = llm_ms.get(tid)
-        if (open_s := finite_ms(facts.get("open_llm_call_s"))) is not None:
-            # dated from the end of the whole log: within this test it ran at most its duration
-            llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
-        held = detail.get(tid)
-        index = -1
-        if held is not None:
-            index = len(details)
-            details.append({"t0": held.t0_ms, "diagnosis": diag, "events": held.encoded(), "more": held.more})
-        rows.append(
-            [
-                tid,
-                labels.get(tid),
-                strings(r["slug"]),
-                strings(r.get("class") or ""),
-                1 if r["status"] == "fail" else 0,
-                strings(r["terminal"]),
-                r["duration_ms"],
-                facts.get("ttfb_ms"),
-                None if llm is None else round(llm),
-                r["events"],
-                [strings(x) for x in r["layers"]],
-                round((ts_seconds(r["first_ts"]) - start) * 1000),
-                diag.get("reason", ""),
-                diag.get("confidence"),
-                index,
-            ]
-        )
+    places.clear()
     return {
         "meta": {
             "generated": wire_ts(time.time_ns()),
-            "sources": names,
-            "start": scan.rows[0]["first_ts"] if scan.rows else None,
+            "sources": [s.name for s in sources],
+            "start": index.start,
             "detail": "all" if all_tests else "failed",
             "slow_s": slow_s,
             "malformed": scan.tally.count,
@@ -238,9 +216,59 @@ def _document(
             "event_columns": list(EVENT_COLUMNS),
         },
         "strings": strings.table,
-        "rows": rows,
-        "details": details,
+        "rows": index.rows,
+        "details": [held.detail() for held in index.shown],
+        "compare": compared,
     }
+
+
+def _compared_ids(compared: Mapping[str, Any]) -> tuple[str, str]:
+    return compared["a"]["test_id"], compared["b"]["test_id"]
+
+
+class _Index:
+    """The index rows of the page, made from ``scan_tests`` rows one at a time, and the
+    tests shown in detail, in the order of their rows."""
+
+    __slots__ = ("labels", "rows", "shown", "start", "start_s", "strings")
+
+    def __init__(self, strings: Strings, labels: Mapping[str, str], start: str | None) -> None:
+        self.strings, self.labels, self.start = strings, labels, start
+        self.start_s = ts_seconds(start) if start is not None else 0.0
+        self.rows: list[list[Any]] = []
+        self.shown: list[_TestEvents] = []
+
+    def add(self, r: Mapping[str, Any], llm: float | None, held: _TestEvents | None) -> None:
+        strings = self.strings
+        tid = r["test_id"]
+        diag = r.get("_diagnosis") or {}
+        facts = diag.get("evidence") or {}
+        if (open_s := finite_ms(facts.get("open_llm_call_s"))) is not None:
+            # dated from the end of the whole log: within this test it ran at most its duration
+            llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
+        at = -1
+        if held is not None:
+            at = len(self.shown)
+            self.shown.append(held)
+        self.rows.append(
+            [
+                tid,
+                self.labels.get(tid),
+                strings(r["slug"]),
+                strings(r.get("class") or ""),
+                1 if r["status"] == "fail" else 0,
+                strings(r["terminal"]),
+                r["duration_ms"],
+                facts.get("ttfb_ms"),
+                None if llm is None else round(llm),
+                r["events"],
+                [strings(x) for x in r["layers"]],
+                round((ts_seconds(r["first_ts"]) - self.start_s) * 1000),
+                diag.get("reason", ""),
+                diag.get("confidence"),
+                at,
+            ]
+        )
 
 
 def index_json(doc: Mapping[str, Any]) -> bytes:

@@ -15,13 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from cvdiag.read import fold, split
-from cvdiag.read._diagnosing import Diagnosing, diagnose_share
+from cvdiag.read._diagnosing import Detail, Diagnosing, diagnose_share
 from cvdiag.read._merge import merged
 from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import Source
 from cvdiag.read.timeline import Entry, Timeline, identity, timeline
 
 __all__ = [
+    "Detail",
     "Entry",
     "TestScan",
     "Timeline",
@@ -57,23 +58,24 @@ def scan_tests(
     jobs: int = 1,
     keep_json: bool = False,
     progress: Callable[[int], None] | None = None,
-    keep_lines: int = 0,
+    detail: Detail | None = None,
 ) -> TestScan:
     """One row per test id, in order of first appearance in time.
 
     With ``jobs`` > 1 and big regular files, worker processes share the work: by byte
     range when only aggregates are needed (they merge), by test id when diagnosing
     (a diagnosis needs all of a test's envelopes in one process). ``keep_json`` keeps
-    each whole verdict in the row's ``_diagnosis``; ``keep_lines`` (when diagnosing)
-    keeps where each test's first so many envelopes are and its LLM time in the row's
-    ``_kept`` (``fold.Kept``): what ``report`` needs beyond the rows, in the same pass.
+    each whole verdict in the row's ``_diagnosis``; ``detail`` (when diagnosing) keeps
+    each test's LLM time and, for the tests it shows whole, where their first envelopes
+    are, in the row's ``_kept`` (``fold.Kept``), and the whole verdict only for those:
+    what ``report`` needs beyond the rows, in the same pass.
     """
     parts = jobs if split.worth_splitting(sources, jobs) else 1
     log_end = split.files_end(sources) if parts > 1 else None
     shares = [split.Share(sources, k, parts, progress if k == 0 else None) for k in range(parts)]
     work: Callable[[Any], tuple[Any, Tally, float | None]]
     if classify:
-        work, tasks = diagnose_share, [Diagnosing(share, slow_s, log_end, keep_json, keep_lines) for share in shares]
+        work, tasks = diagnose_share, [Diagnosing(share, slow_s, log_end, keep_json, detail) for share in shares]
     else:
         work, tasks = fold.aggregate_share, shares
     results = split.run_parts(work, tasks, parts) if parts > 1 else [work(tasks[0])]

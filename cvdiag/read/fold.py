@@ -301,6 +301,11 @@ class Agg:
             return "error"
         return "incomplete" if f & _BACKEND else "none"
 
+    @property
+    def status(self) -> str:
+        """"fail" or "ok", as the row says."""
+        return "fail" if self.failed or self.terminal != "complete" else "ok"
+
     def row(self, test_id: bytes) -> dict[str, Any]:
         terminal = self.terminal
         layers = {x.decode("utf-8", "replace") for x in self.layers}
@@ -409,6 +414,7 @@ class Fold:
                 self._slot_evidence[slot].take_head(head)
         rows.sort(key=lambda row: row[0])  # in the order the tests got their rows, as the Python fold makes them
         self.aggs.update((tid, agg) for _, tid, agg in rows)
+        self._slot_tids, self._slot_evidence, self._llm_ms = [], [], {}  # ``evidence`` holds them: let go with it
 
     def _add_llm_ms(self, slot: int, env: dict[str, Any] | None) -> None:
         d = _llm_ms(env)

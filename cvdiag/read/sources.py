@@ -125,6 +125,16 @@ class Source:
             return b""
 
 
+def reuse_block_memory() -> bool:
+    """Has the C allocator keep blocks of this size for the next one rather than map each
+    afresh (a third of the time of reading a big file, in page faults); whether it could.
+    Only for a process that is cvdiag's alone, the CLI: it changes how the process
+    allocates, so a library call never does it."""
+    from cvdiag.read._compiled import CFOLD
+
+    return CFOLD is not None and CFOLD.reuse_block_memory()
+
+
 def is_gzip(fh: Any) -> bool:
     """Whether the buffered binary input ``fh`` is gzip data, without consuming any of it.
 

@@ -23,6 +23,10 @@ _EXIT_DRAIN_SECONDS = 2.0
 #: After a wake-up the writer lets a batch form for this long: waking once per line
 #: would make the writer fight the emitting thread for the GIL on every envelope.
 _COALESCE_SECONDS = 0.002
+#: Lines waiting beyond this many are copied to their size as they are queued: orjson's
+#: bytes keep the buffer it grew to write them (4 KB for a short line, 64 KB for a 3 KB
+#: one), and a stalled stdout would hold ``CVDIAG_QUEUE_SIZE`` of those in the host.
+_SHRINK_AFTER = 64
 
 
 class _Barrier:
@@ -87,8 +91,11 @@ class Writer:
         if self._thread is None:
             self._start()
         queue = self._queue
-        if len(queue) >= maxlen:
+        waiting = len(queue)
+        if waiting >= maxlen:
             self._drop_oldest(maxlen)
+        if waiting >= _SHRINK_AFTER:
+            line = memoryview(line).tobytes()
         queue.append(line)
         if not self._woken:
             self._woken = True
