@@ -303,7 +303,7 @@ class Agg:
 
     @property
     def status(self) -> str:
-        """"fail" or "ok", as the row says."""
+        """The row's status: ``fail`` or ``ok``."""
         return "fail" if self.failed or self.terminal != "complete" else "ok"
 
     def row(self, test_id: bytes) -> dict[str, Any]:
