@@ -222,7 +222,7 @@ def test_the_bytes_an_event_is_sorted_by_order_as_its_time_and_identity_do(envs:
         span, *rest = identity(env)
         return (order_key(env["ts"], env.get("mono_ns")), span is not None, "" if span is None else span, *rest)
 
-    keys = [report_data._sort_key(e) for e in envs]
+    keys = [report_data._sort_key(e, e["ts"]) for e in envs]
     by_bytes = sorted(range(len(envs)), key=lambda i: keys[i])
     by_tuple = sorted(range(len(envs)), key=lambda i: as_tuple(envs[i]))
     assert [as_tuple(envs[i]) for i in by_bytes] == [as_tuple(envs[i]) for i in by_tuple]
@@ -257,21 +257,22 @@ def test_a_report_holds_its_events_at_about_the_size_of_their_json(tmp_path: Pat
 
 
 def test_a_test_not_shown_in_detail_keeps_only_what_its_index_row_shows(log: Path, monkeypatch) -> None:
-    """The process that diagnoses drops the whole verdict and the line places of a test the
-    report does not detail, so no process holds them for every test of a big log."""
+    """The process that diagnoses drops the whole verdict of a test the report does not
+    detail, and reads the events of those it does, so no process holds every test's
+    whole verdict and two share the reading."""
     from cvdiag.read import correlate, split
 
     monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)  # two processes even for this log
-    detail = correlate.Detail(100, facts=("ttfb_ms",))
+    detail = correlate.Detail(100, facts=("ttfb_ms",), reader=report_data._Reader(report_data.Strings()))
     for jobs in (1, 2):
         scan = correlate.scan_tests(resolve_sources([str(log)]), jobs=jobs, keep_json=True, detail=detail)
         rows = {r["test_id"]: r for r in scan.rows}
         passed, failed = rows[TID_OK], rows[TID_ABORT]
         assert passed["_diagnosis"]["evidence"].keys() == {"ttfb_ms"}
-        assert (passed["_diagnosis"]["class"], passed["_kept"].places) == ("ok", None)
+        assert (passed["_diagnosis"]["class"], passed["_kept"].places, passed["_kept"].read) == ("ok", None, None)
         assert passed["_kept"].llm_ms > 0
         assert failed["_diagnosis"]["class"] == "client-disconnect" and len(failed["_diagnosis"]["evidence"]) > 5
-        assert len(failed["_kept"].places) == 3 * len(aborted())
+        assert len(failed["_kept"].read.events) == len(aborted())  # read again where it was diagnosed
 
 
 @pytest.mark.parametrize(
@@ -282,10 +283,19 @@ def test_the_report_is_the_same_in_two_processes_and_in_many_passes(log: Path, t
     assert run("report", "-j", "1", log, "-o", one).code == 0
     assert run("report", "-j", "2", log, "-o", other, env=env).code == 0
 
-    def seen(page: Path) -> tuple[dict, list[dict]]:
+    def seen(page: Path) -> tuple[dict, list, list]:
+        """What the page shows: names in place of their numbers (each process numbers
+        the names of the events it encodes in its own order)."""
         index, details = embedded(page.read_text())
         del index["meta"]["generated"]
-        return index, details
+        names = index.pop("strings")
+        rows = [dict(zip(index["meta"]["columns"], row, strict=True)) for row in index.pop("rows")]
+        for row in rows:
+            row["slug"], row["class"], row["terminal"] = (names[row[k]] for k in ("slug", "class", "terminal"))
+            row["layers"] = [names[x] for x in row["layers"]]
+        for d in details:
+            d["events"] = [[e[0], *(names[x] for x in e[1:4]), *e[4:]] for e in d["events"]]
+        return index, rows, details
 
     assert seen(one) == seen(other)
-    assert len(seen(one)[1]) == 3  # the failed and the flagged tests
+    assert len(seen(one)[2]) == 3  # the failed and the flagged tests

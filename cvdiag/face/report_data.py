@@ -2,11 +2,11 @@
 detail, in a compact JSON-ready form that ``report`` embeds and the page draws lazily.
 
 One pass over the inputs: ``correlate.scan_tests`` gives the rows and diagnoses (as
-``tests`` and ``diagnose --all`` compute them) and, per test, its LLM time and where its
-first envelopes are (``fold.Kept``); then only the lines of the tests shown in detail are
-read again (``scan.envelopes_at``), not the whole log. Each event is encoded as soon as
-it is read, so memory follows the size of the report, not of the log. Read side only:
-no emit-side import, no HTML here.
+``tests`` and ``diagnose --all`` compute them) and, per test, its LLM time; the process
+that diagnoses a test the page details reads that test's lines again (only those, where
+the pass saw them) and encodes its events here (``_Reader``), so two processes share
+that work too. Each event is encoded as soon as it is read, so memory follows the size
+of the report, not of the log. Read side only: no emit-side import, no HTML here.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from cvdiag.read import correlate
 from cvdiag.read.fold import Kept, finite_ms
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import COERCED, restored
-from cvdiag.read.scan import envelopes_at
 from cvdiag.read.sources import Source
 
 #: A test's events beyond this many are counted, not embedded (a debug-tier stream can
@@ -60,24 +59,29 @@ class Strings:
 
 
 class _TestEvents:
-    """A test shown in detail: its verdict and its encoded events (``_encode``), kept one
-    bytes object each until they are sorted: a tuple of key and text cost three times as
-    much, and a report holds the events of thousands of tests."""
+    """The events of one test shown in detail, encoded (``_encode``) as they are read, in
+    the process that diagnoses the test, and kept one bytes object each: a tuple of key
+    and text costs three times as much, and a report holds thousands of tests' events.
+    ``finish`` sorts them and leaves their JSON; ``table`` numbers the names in them."""
 
-    __slots__ = ("diagnosis", "events", "more", "t0_ms")
+    __slots__ = ("events", "more", "slug", "t0_ms", "table")
 
-    def __init__(self, t0_ms: int, diagnosis: dict[str, Any]) -> None:
-        self.t0_ms, self.diagnosis = t0_ms, diagnosis
+    def __init__(self, row: Mapping[str, Any], strings: Strings) -> None:
+        self.t0_ms = round(ts_seconds(row["first_ts"]) * 1000)
+        self.slug = row["slug"].split(",")[0]
         self.events: list[bytes] = []
-        self.more = 0
+        self.more = row["_kept"].more  # past MAX_EVENTS_PER_TEST: counted by the scan
+        self.table = strings
 
-    def detail(self) -> dict[str, Any]:
-        """The test's part of the document; its keyed events are let go."""
-        events, self.events = self.encoded(), []
-        return {"t0": self.t0_ms, "diagnosis": self.diagnosis, "events": events, "more": self.more}
+    def add(self, env: Mapping[str, Any]) -> None:
+        try:
+            self.events.append(_encode(env, self.t0_ms, self.slug, self.table))
+        except (ValueError, TypeError, OverflowError):  # an envelope the reader let through but cannot be drawn
+            self.more += 1
 
-    def encoded(self) -> list[bytes]:
-        """The events' JSON in time order, an envelope read twice (two sinks given) kept once."""
+    def finish(self) -> None:
+        """The events' JSON in time order, an envelope read twice (two sinks given) kept
+        once; the names they number go along as a list."""
         self.events.sort()
         out: list[bytes] = []
         previous = b""
@@ -87,7 +91,37 @@ class _TestEvents:
             if key != previous:
                 out.append(event[cut:])
             previous = key
-        return out
+        self.events = out
+        if isinstance(self.table, Strings):
+            self.table = self.table.table  # the same list for every test of a process: sent once
+
+
+class _Reader:
+    """What ``correlate.Detail`` calls for each test it details: that test's ``_TestEvents``,
+    numbering names in ``strings`` (a process of its own numbers them in its copy)."""
+
+    __slots__ = ("strings",)
+
+    def __init__(self, strings: Strings) -> None:
+        self.strings = strings
+
+    def __call__(self, row: Mapping[str, Any]) -> _TestEvents:
+        return _TestEvents(row, self.strings)
+
+
+def _renumbered(held: _TestEvents, strings: Strings, maps: dict[int, list[bytes]]) -> list[bytes]:
+    """``held``'s events with the names numbered in ``strings``: an event is
+    ``[offset,layer,boundary,outcome,...`` and a number holds no comma."""
+    if held.table is strings.table:  # numbered in this process
+        return held.events
+    to = maps.get(id(held.table))
+    if to is None:
+        to = maps[id(held.table)] = [b"%d" % strings(name) for name in held.table]
+    out = []
+    for event in held.events:
+        head, layer, boundary, outcome, tail = event.split(b",", 4)
+        out.append(b",".join((head, to[int(layer)], to[int(boundary)], to[int(outcome)], tail)))
+    return out
 
 
 #: An event's sort key: its ``order_key`` (shifted to be positive) in this many bytes, big
@@ -98,54 +132,58 @@ _KEY_BYTES, _KEY_SHIFT = 16, 1 << 127
 _PART_END, _KEY_END = "\x00\x01", b"\x00\x00"
 
 
-def _sort_key(env: Mapping[str, Any]) -> bytes:
-    key = order_key(env["ts"], env.get("mono_ns"))
+def _sort_key(env: Mapping[str, Any], ts: str) -> bytes:
+    key = order_key(ts, env.get("mono_ns"))
     if key is None:
         raise ValueError("no time to order by")
-    span, *rest = correlate.identity(env)
-    parts = ("" if span is None else str(span), *(str(v) for v in rest))
-    text = "".join(part.replace("\x00", "\x00\xff") + _PART_END for part in parts)
+    span, boundary, _, mono = correlate.identity(env)
+    text = f"{'' if span is None else span}\x00\x01{boundary}\x00\x01{ts}\x00\x01{mono}\x00\x01"
+    if text.count("\x00") != 4:  # a NUL inside a part: each is escaped
+        parts = ("" if span is None else str(span), str(boundary), ts, mono)
+        text = "".join(part.replace("\x00", "\x00\xff") + _PART_END for part in parts)
     flag = b"\x00" if span is None else b"\x01"  # a span_id may be null beside strings: those first
     return (key + _KEY_SHIFT).to_bytes(_KEY_BYTES, "big") + flag + text.encode("utf-8", "surrogatepass") + _KEY_END
+
+
+#: Fields left out of an event when they hold what the page rebuilds them as (the test's
+#: id and slug are added per envelope); compared by identity or as the same type.
+_UNSAID: dict[str, Any] = {
+    "parent_span_id": None,
+    "_metadata_dropped": False,
+    "_truncated": False,
+    "edge_headers": dict.fromkeys(EDGE_HEADERS),
+}
+_NOTHING = object()
 
 
 def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> bytes:
     """One envelope as its sort key (``_sort_key``) then its compact JSON, from which the
     page rebuilds the whole envelope."""
-    ts_s = ts_seconds(env["ts"])
+    ts = env["ts"]
+    ts_s = ts_seconds(ts)
     ms = round(ts_s * 1000)
     offset: float = ms - t0_ms
     rest: dict[str, Any] = {}
-    if wire_ts(ms * 1_000_000) != env["ts"]:  # not the emitters' canonical form: keep it as written
+    if wire_ts(ms * 1_000_000) != ts:  # not the emitters' canonical form: keep it as written
         offset = round(ts_s * 1000 - t0_ms, 3)
-        rest["ts"] = env["ts"]
-    tid = env["test_id"]
+        rest["ts"] = ts
     written = restored(env)  # the page shows an envelope as logged, a field of the wrong type too
     for key in env.get(COERCED, ()):
         top = key.split(".", 1)[0]
         rest[top] = written[top]
+    unsaid = {**_UNSAID, "trace_id": env["test_id"], "slug": slug}
     for key, value in written.items():
         if key in _REBUILT or key in rest:
             continue
-        if (
-            (key == "trace_id" and value == tid)
-            or (key == "slug" and value == slug)
-            or (key == "parent_span_id" and value is None)
-            or (key in ("_metadata_dropped", "_truncated") and value is False)
-            or (key == "edge_headers" and isinstance(value, dict) and _no_edges(value))
-        ):
+        same = unsaid.get(key, _NOTHING)
+        if same is value or (type(same) is type(value) and same == value):
             continue
         rest[key] = value
     if env.get("schema_version") != 1:
         rest["schema_version"] = env.get("schema_version")
-    dur = env.get("duration_ms")
-    row = [offset, strings(env["layer"]), strings(env["boundary"]), strings(env["outcome"]), dur]
+    row = [offset, strings(env["layer"]), strings(env["boundary"]), strings(env["outcome"]), env.get("duration_ms")]
     row += [env.get("metadata", {}), rest or 0]
-    return _sort_key(env) + dumps(row)  # a new object of its size: orjson's keeps the buffer it grew
-
-
-def _no_edges(edges: Mapping[str, Any]) -> bool:
-    return len(edges) == len(EDGE_HEADERS) and all(edges.get(k) is None for k in EDGE_HEADERS)
+    return _sort_key(env, ts) + dumps(row)  # a new object of its size: orjson's keeps the buffer it grew
 
 
 def build(
@@ -165,18 +203,19 @@ def build(
     ``labels`` names tests (pytest node ids); ``failed`` are ids a harness saw fail
     whatever their envelopes say; ``compared`` is a ``compare`` result to show, whose
     two tests get their waterfalls too."""
+    strings = Strings()
     shown = correlate.Detail(
         MAX_EVENTS_PER_TEST,
         everything=all_tests,
         ids=frozenset((*failed, *(_compared_ids(compared) if compared else ()))),
         facts=_INDEX_FACTS,
+        reader=_Reader(strings),
     )
     scan = correlate.scan_tests(
         list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True, progress=progress, detail=shown
     )
-    strings = Strings()
     index = _Index(strings, labels or {}, scan.rows[0]["first_ts"] if scan.rows else None)
-    places: dict[int, list[tuple[int, int, tuple[_TestEvents, str]]]] = {}
+    maps: dict[int, list[bytes]] = {}
     found, scan.rows = scan.rows, []
     found.reverse()
     while found:  # each row let go once it is indexed: never the scan's rows and the index at once
@@ -184,23 +223,12 @@ def build(
         kept: Kept = row.pop("_kept")
         if row["test_id"] in failed:
             row["status"] = "fail"
-        held = None
-        if shown.wants(row["test_id"], row["status"], row.get("class")):
-            held = _TestEvents(round(ts_seconds(row["first_ts"]) * 1000), row.get("_diagnosis") or {})
-            held.more = kept.more  # past MAX_EVENTS_PER_TEST: counted by the scan
-            tag = (held, row["slug"].split(",")[0])
-            at = kept.places
-            for i in range(0, len(at), 3):
-                places.setdefault(at[i], []).append((at[i + 1], at[i + 2], tag))
-        index.add(row, kept.llm_ms, held)
-    for lines in places.values():
-        lines.sort(key=lambda line: line[0])  # file order: the strings table numbers names as they come
-    for (held, slug), env in envelopes_at(list(sources), places):
-        try:
-            held.events.append(_encode(env, held.t0_ms, slug, strings))
-        except (ValueError, TypeError, OverflowError):  # an envelope the reader let through but cannot be drawn
-            held.more += 1
-    places.clear()
+        detail = None
+        if kept.read is not None:  # a test shown in detail, its events read where it was diagnosed
+            held: _TestEvents = kept.read
+            events = _renumbered(held, strings, maps)
+            detail = {"t0": held.t0_ms, "diagnosis": row.get("_diagnosis") or {}, "events": events, "more": held.more}
+        index.add(row, kept.llm_ms, detail)
     return {
         "meta": {
             "generated": wire_ts(time.time_ns()),
@@ -217,7 +245,7 @@ def build(
         },
         "strings": strings.table,
         "rows": index.rows,
-        "details": [held.detail() for held in index.shown],
+        "details": index.shown,
         "compare": compared,
     }
 
@@ -236,9 +264,9 @@ class _Index:
         self.strings, self.labels, self.start = strings, labels, start
         self.start_s = ts_seconds(start) if start is not None else 0.0
         self.rows: list[list[Any]] = []
-        self.shown: list[_TestEvents] = []
+        self.shown: list[dict[str, Any]] = []
 
-    def add(self, r: Mapping[str, Any], llm: float | None, held: _TestEvents | None) -> None:
+    def add(self, r: Mapping[str, Any], llm: float | None, detail: dict[str, Any] | None) -> None:
         strings = self.strings
         tid = r["test_id"]
         diag = r.get("_diagnosis") or {}
@@ -247,9 +275,9 @@ class _Index:
             # dated from the end of the whole log: within this test it ran at most its duration
             llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
         at = -1
-        if held is not None:
+        if detail is not None:
             at = len(self.shown)
-            self.shown.append(held)
+            self.shown.append(detail)
         self.rows.append(
             [
                 tid,

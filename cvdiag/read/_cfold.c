@@ -19,8 +19,8 @@
  *
  * Two functions of the module serve the readers: certainly_object (a strict JSON
  * reading: true only where orjson would read an object too) and untouched (whether
- * parsing.coerce certainly has nothing to change, from rules parsing.py builds); a
- * third, reuse_block_memory, tunes the CLI process's allocator for big blocks.
+ * parsing.coerce certainly has nothing to change, from rules parsing.py builds); two
+ * more, reuse_block_memory and release_free_memory, tune the CLI process's allocator.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -110,8 +110,8 @@ typedef struct {
     Py_ssize_t n_layers, cap_layers;
     PyObject *slugs[MAX_SLUGS]; /* bytes */
     int n_slugs;
-    /* report: where its first envelopes are (fold.Kept) */
-    int64_t *places;
+    /* report: where its first envelopes are (fold.Kept): int32 triples, half the memory */
+    int32_t *places;
     Py_ssize_t n_places, cap_places;
     int64_t more;
     /* the diagnosis head (Evidence._fold_head) */
@@ -518,15 +518,16 @@ static int agg_fold(Folder *f, Slot *s, const char *ts24, const char *layer, Py_
 }
 
 static int keep_place(Folder *f, Slot *s, int64_t block, Py_ssize_t ls, Py_ssize_t le) {
-    if (s->n_places >= f->keep_lines) { s->more++; return 0; }
+    /* past the first keep_lines, or where no int32 reaches (never, with blocks of MBs): counted */
+    if (s->n_places >= f->keep_lines || block > INT32_MAX || le > INT32_MAX) { s->more++; return 0; }
     if (s->n_places == s->cap_places) {
         Py_ssize_t cap = s->cap_places ? s->cap_places * 2 : 8;
         if (cap > f->keep_lines) cap = f->keep_lines;
-        int64_t *p = PyMem_Realloc(s->places, cap * 3 * sizeof(int64_t));
+        int32_t *p = PyMem_Realloc(s->places, cap * 3 * sizeof(int32_t));
         if (!p) { PyErr_NoMemory(); return -1; }
         s->places = p; s->cap_places = cap;
     }
-    int64_t *p = s->places + 3 * s->n_places++;
+    int32_t *p = s->places + 3 * s->n_places++;
     p[0] = block; p[1] = ls; p[2] = le;
     return 0;
 }
@@ -1102,7 +1103,7 @@ static void slot_free(Slot *s);
 /* take(slot) -> (agg, kept, head) of one test, its memory handed back: the results are
  * taken one test at a time, so a pass never holds them twice.
  * agg (events, first, last, failed, flags, layers, slugs, order) or None;
- * kept (places as bytes of int64 triples, more) or None;
+ * kept (places as bytes of int32 triples, more) or None;
  * head (events, names, counts, other, layers[4], failures, first, last, backend, counters, skipped) or None. */
 static PyObject *Folder_take(Folder *f, PyObject *arg) {
     Py_ssize_t k = PyLong_AsSsize_t(arg);
@@ -1124,7 +1125,7 @@ static PyObject *Folder_take(Folder *f, PyObject *arg) {
         layers = slugs = NULL; /* the tuple has them, or they are gone with its failure */
         if (!agg) goto fail;
         if (f->keep_lines &&
-            !(kept = Py_BuildValue("(y#L)", (const char *)s->places, s->n_places * 3 * (Py_ssize_t)sizeof(int64_t),
+            !(kept = Py_BuildValue("(y#L)", (const char *)s->places, s->n_places * 3 * (Py_ssize_t)sizeof(int32_t),
                                    (long long)s->more)))
             goto fail;
     }
@@ -1364,14 +1365,25 @@ static PyObject *module_untouched(PyObject *m, PyObject *args) {
  * only cvdiag (the CLI), never a host's. */
 static PyObject *module_reuse_block_memory(PyObject *self, PyObject *unused) {
 #ifdef __GLIBC__
-    if (mallopt(M_MMAP_THRESHOLD, 32 << 20) && mallopt(M_TRIM_THRESHOLD, 16 << 20)) Py_RETURN_TRUE;
+    if (mallopt(M_MMAP_THRESHOLD, 32 << 20) && mallopt(M_TRIM_THRESHOLD, 8 << 20)) Py_RETURN_TRUE;
 #endif
     Py_RETURN_FALSE;
+}
+
+/* The pages of the heap that are free, handed back to the system: a pass over a big log
+ * leaves tens of MB free between live objects, which the RSS keeps until then. */
+static PyObject *module_release_free_memory(PyObject *self, PyObject *unused) {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"reuse_block_memory", module_reuse_block_memory, METH_NOARGS,
      "reuse_block_memory() -> whether the C allocator now keeps big blocks for reuse (glibc only)."},
+    {"release_free_memory", module_release_free_memory, METH_NOARGS,
+     "release_free_memory() -> None: the heap's free pages handed back (glibc only)."},
     {"untouched", module_untouched, METH_VARARGS,
      "untouched(env, rules) -> whether parsing.coerce certainly has nothing to change (False: run it)."},
     {"certainly_object", module_certainly_object, METH_O,

@@ -9,10 +9,12 @@ This is the work of one process when ``tests`` diagnoses (``split.run_parts``): 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
-from cvdiag.read import fold
+from cvdiag.read import fold, scan
 from cvdiag.read.parsing import Tally
+from cvdiag.read.sources import release_free_memory
 from cvdiag.read.split import Share
 
 #: Tests whose diagnosis evidence one process holds at a time (about 70 MB at most).
@@ -33,17 +35,26 @@ EVIDENCE_BUDGET = _budget(os.environ.get("CVDIAG_EVIDENCE_BUDGET"))
 
 class Detail:
     """Which tests a report shows whole: every one (``everything``), or those that failed,
-    are flagged or are named in ``ids``. Only those keep their whole verdict and where
-    their first ``lines`` envelopes are; the rest keep ``facts`` of their evidence (what
-    an index row shows). Decided in the process that diagnoses, so neither it nor the
-    one that gathers holds every test's whole verdict."""
+    are flagged or are named in ``ids``. Only those keep their whole verdict, and their
+    first ``lines`` envelopes are read again and handed to what ``reader`` makes for the
+    test (given the row; ``add(env)`` each in file order, then ``finish()``), kept in
+    ``Kept.read``; the rest keep ``facts`` of their evidence (what an index row shows).
+    All of it happens in the process that diagnoses, so the work is shared between the
+    processes and none holds every test's whole verdict."""
 
-    __slots__ = ("everything", "facts", "ids", "lines")  # not a dataclass: see split.Share
+    __slots__ = ("everything", "facts", "ids", "lines", "reader")  # not a dataclass: see split.Share
 
     def __init__(
-        self, lines: int, *, everything: bool = False, ids: frozenset[str] = frozenset(), facts: tuple[str, ...] = ()
+        self,
+        lines: int,
+        *,
+        everything: bool = False,
+        ids: frozenset[str] = frozenset(),
+        facts: tuple[str, ...] = (),
+        reader: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.lines, self.everything, self.ids, self.facts = lines, everything, ids, facts
+        self.reader = reader
 
     def wants(self, test_id: str, status: str, cls: str | None) -> bool:
         return self.everything or status == "fail" or cls not in (None, "ok") or test_id in self.ids
@@ -88,11 +99,33 @@ def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float
         folder = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, only=folder.deferred, fold_aggs=False)
         folder.read(share.windows(by_range=False), None, count=False)
     rows = fold.rows_of(first.aggs, verdicts, first.kept)
+    release_free_memory()  # what the pass left free, before the rows are read again and sent
     if detail is not None:
-        for row in rows:  # where the lines of a test not shown are: not needed
-            if not detail.wants(row["test_id"], row["status"], row["class"]):
-                row["_kept"].places = None
+        _read_detail(share, rows, detail)
+        release_free_memory()
     return rows, first.tally, first.latest
+
+
+def _read_detail(share: Share, rows: list[dict[str, Any]], detail: Detail) -> None:
+    """The envelopes of the tests ``detail`` shows, read again where the fold saw them
+    (only those lines) and handed to its reader; the places are let go."""
+    places: dict[int, list[tuple[int, int, Any]]] = {}
+    readers = []
+    for row in rows:
+        kept, at = row["_kept"], row["_kept"].places
+        kept.places = None
+        if detail.reader is None or not detail.wants(row["test_id"], row["status"], row["class"]):
+            continue
+        kept.read = detail.reader(row)
+        readers.append(kept.read)
+        for i in range(0, len(at), 3):
+            places.setdefault(at[i], []).append((at[i + 1], at[i + 2], kept.read))
+    for lines in places.values():
+        lines.sort(key=lambda line: line[0])  # file order
+    for reader, env in scan.envelopes_at(share.sources, places):
+        reader.add(env)
+    for reader in readers:
+        reader.finish()
 
 
 def _verdicts(

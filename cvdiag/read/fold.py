@@ -222,20 +222,24 @@ def _parsed(raw: Any) -> dict[str, Any] | None:
     return coerce(env) if type(env) is dict else None
 
 
+_PLACE_MAX = (1 << 31) - 1  # a place is three int32s: past this (never, with blocks of MBs) it is counted
+
+
 class Kept:
     """What a report needs of one test beyond its row, kept by a ``Fold`` given
     ``keep_lines``: where its first envelopes are (``places``: block, start, end of each,
     so the tests shown in detail are read again line by line, not the whole log), how
     many more there are, and the time its LLM calls took."""
 
-    __slots__ = ("llm_ms", "more", "places")
+    __slots__ = ("llm_ms", "more", "places", "read")
 
     def __init__(self) -> None:
         from array import array  # only here: a shared library, and only ``report`` keeps places
 
-        self.places = array("q")
+        self.places: Any = array("i")  # int32: half the memory of int64, and blocks are MBs
         self.more = 0
         self.llm_ms: float | None = None
+        self.read: Any = None  # what ``Detail.reader`` made of the envelopes at ``places``
 
     def __getstate__(self) -> tuple:
         return tuple(getattr(self, k) for k in self.__slots__)
@@ -246,7 +250,7 @@ class Kept:
 
     @classmethod
     def of(cls, places: bytes, more: int, llm_ms: float | None) -> Kept:
-        """What the compiled fold kept: ``places`` as the bytes of int64 triples."""
+        """What the compiled fold kept: ``places`` as the bytes of int32 triples."""
         kept = cls()
         kept.places.frombytes(places)
         kept.more, kept.llm_ms = more, llm_ms
@@ -675,7 +679,7 @@ class Fold:
         kept = self.kept.get(tid)
         if kept is None:
             kept = self.kept[tid] = Kept()
-        if len(kept.places) < 3 * self.keep_lines:
+        if len(kept.places) < 3 * self.keep_lines and max(block, le) <= _PLACE_MAX:
             kept.places.extend((block, ls, le))
         else:
             kept.more += 1

@@ -19,7 +19,7 @@ from cvdiag.read import rejoin
 from cvdiag.read.parsing import MAX_LINE, PLACEHOLDER_CUT, PLACEHOLDER_LONG, TOO_LONG
 
 _BLOCK = 16 << 20  # streamed sources (stdin, gzip) are read in blocks this big
-_FILE_BLOCK = 4 << 20  # files: small enough that a block and its copy cost little memory
+_FILE_BLOCK = 2 << 20  # files: small enough that a block and its copies cost little memory
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -125,14 +125,28 @@ class Source:
             return b""
 
 
+_OWN_PROCESS = False  # reuse_block_memory was called: the process is cvdiag's alone
+
+
 def reuse_block_memory() -> bool:
     """Has the C allocator keep blocks of this size for the next one rather than map each
     afresh (a third of the time of reading a big file, in page faults); whether it could.
     Only for a process that is cvdiag's alone, the CLI: it changes how the process
     allocates, so a library call never does it."""
+    global _OWN_PROCESS
     from cvdiag.read._compiled import CFOLD
 
+    _OWN_PROCESS = True
     return CFOLD is not None and CFOLD.reuse_block_memory()
+
+
+def release_free_memory() -> None:
+    """Hands the heap's free pages back to the system after a big pass (tens of MB that the
+    RSS would keep), in a process that ``reuse_block_memory`` made cvdiag's; else nothing."""
+    from cvdiag.read._compiled import CFOLD
+
+    if _OWN_PROCESS and CFOLD is not None:
+        CFOLD.release_free_memory()
 
 
 def is_gzip(fh: Any) -> bool:
