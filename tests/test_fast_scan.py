@@ -10,6 +10,7 @@ right and only the speed would drop, so these tests count the slow lines.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from typing import Any
 import orjson
 import pytest
 from emitkit import capture
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from logkit import docker_line
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -151,3 +154,35 @@ def test_a_line_the_fast_path_refuses_reads_to_the_same_envelope(emitted: tuple[
         assert parse_line(variant) == (ENVELOPE, orjson.loads(line)), shape
         assert [ev.envelopes for ev in got.evidence.values()] == [want_ev.envelopes], shape
         assert {t: a.row(t) for t, a in got.aggs.items()} == {t: a.row(t) for t, a in want.aggs.items()}, shape
+
+
+_OLD_TS_IN_LINE = re.compile(rb'\\?"ts\\?":\\?"(\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00))')
+_TS_PIECES = [
+    b'"ts":"',
+    b'\\"ts\\":\\"',
+    b'\\"ts":"',
+    b'"ts\\":"',
+    b"2026-11-21T10:00:0",
+    b"1.5",
+    b"Z",
+    b"+00:00",
+    b'"',
+    b"\\",
+    b"x",
+    b"\n",
+]
+
+
+@given(st.lists(st.sampled_from(_TS_PIECES), max_size=40).map(b"".join))
+@example(b'its":"2026-11-21T10:00:01.5Z "ts":"2026-11-21T10:00:02Z')
+@example(b'\\"ts\\":\\"2026-11-21T10:00:01+00:00\\" \\"ts":"2026-11-21T10:00:03.25Z')
+@settings(max_examples=500, deadline=None)
+def test_the_end_of_a_log_finds_the_times_the_slower_pattern_found(text: bytes) -> None:
+    """``tail_ts`` looks for times with a pattern that starts on a literal (ten times
+    faster in ``re``); it must find the same times as the pattern with an optional
+    backslash first, in plain and escaped JSON alike."""
+    from cvdiag.read.scan import _TS_IN_LINE, tail_ts
+
+    assert [m.group(1) for m in _TS_IN_LINE.finditer(text)] == [m.group(1) for m in _OLD_TS_IN_LINE.finditer(text)]
+    escaped_later = b'{"ts":"2026-11-21T10:00:01.000Z"} \\"ts\\":\\"2026-11-21T10:00:02.500Z\\"'
+    assert tail_ts(escaped_later) == 1795255202.5  # the later one, written escaped

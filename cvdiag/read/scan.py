@@ -187,7 +187,10 @@ def hits(
 
 
 TAIL_BYTES = 1 << 16
-_TS_IN_LINE = re.compile(rb'\\?"ts\\?":\\?"(\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00))')
+#: A ``"ts":"..."`` in a line, escaped or not (JSON inside a container's line). It starts
+#: with a literal (``"ts``), which ``re`` finds ten times faster than an optional ``\\``
+#: first; the backslash before the quote changes no time found.
+_TS_IN_LINE = re.compile(rb'"ts\\?":\\?"(\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00))')
 
 
 def tail_ts(buf: Any) -> float | None:
