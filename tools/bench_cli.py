@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         "cvdiag tests -j2 (with class)": [*cv, "tests", "-j", "2", f],
         "cvdiag tests -j1 (with class, Python fold)": python_fold([*cv, "tests", "-j", "1", f]),
         "cvdiag tests -j2 (with class, Python fold)": python_fold([*cv, "tests", "-j", "2", f]),
+        "cvdiag report -j1": [*cv, "report", "-j", "1", "-o", os.devnull, f],
         "cvdiag report -j2": [*cv, "report", "-j", "2", "-o", os.devnull, f],
         "cvdiag stats": [*cv, "stats", f],
         "cvdiag grep --test-id ID": [*cv, "grep", "--test-id", test_id, f],
@@ -103,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     results: dict[str, tuple[float, float]] = {}
     for name, cmd in cases.items():
-        runs = 1 if name in ("grep | sed | jq", "cvdiag stats") or "with class" in name else args.runs
+        runs = (
+            1 if name in ("grep | sed | jq", "cvdiag stats") or "with class" in name or "report" in name else args.runs
+        )
         if "start-up" in name or name == "python -c pass":
             runs = 10
         results[name] = measure(cmd, runs)
@@ -128,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             f"tests {jobs} with class        : {size_mb / wall:.0f} MB/s, {speedup:.1f}x faster than grep|sed|jq,"
             f" {python:.1f}x the Python fold"
         )
-    report = r["cvdiag report -j2"][0]
-    print(f"report -j2 / tests -j2      : {report / r['cvdiag tests -j2 (with class)'][0]:.2f}x (target <= 1.2x)")
+    for jobs in ("-j1", "-j2"):
+        ratio = r[f"cvdiag report {jobs}"][0] / r[f"cvdiag tests {jobs} (with class)"][0]
+        print(f"report {jobs} / tests {jobs}      : {ratio:.2f}x (target <= 1.2x)")
     startup = r["cvdiag start-up (tests, 20 lines)"][0]
     print(
         f"start-up                    : {startup * 1000:.0f} ms "
