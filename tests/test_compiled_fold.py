@@ -546,3 +546,13 @@ def test_the_cli_recycles_the_blocks_it_reads_instead_of_faulting_in_fresh_pages
     faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
     assert done.returncode == 0, done.stderr
     assert faults < 0.75 * size / 4096, faults  # 43,600 when every block was mapped afresh; about 13,000 now
+
+
+@given(st.binary(max_size=300) | st.lists(st.sampled_from([b"\n", b"ab", b"\r\n", b"\x00"]), max_size=50).map(b"".join))
+@settings(max_examples=300, deadline=None)
+def test_lines_are_counted_as_bytes_count_counts_them(data: bytes) -> None:
+    """The line numbers of every block come from the compiled count of newlines."""
+    from cvdiag.read.scan import newlines
+
+    assert newlines(data) == data.count(b"\n")
+    assert newlines(memoryview(data)[1:]) == data[1:].count(b"\n")

@@ -19,8 +19,8 @@
  *
  * Two functions of the module serve the readers: certainly_object (a strict JSON
  * reading: true only where orjson would read an object too) and untouched (whether
- * parsing.coerce certainly has nothing to change, from rules parsing.py builds); two
- * more, reuse_block_memory and release_free_memory, tune the CLI process's allocator.
+ * parsing.coerce certainly has nothing to change, from rules parsing.py builds); newlines
+ * counts lines; reuse_block_memory and release_free_memory tune the CLI's allocator.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1370,6 +1370,20 @@ static PyObject *module_reuse_block_memory(PyObject *self, PyObject *unused) {
     Py_RETURN_FALSE;
 }
 
+/* newlines(buffer) -> the number of b"\n" in it: the line numbers of every block, which
+ * bytes.count finds at 2 GB/s and glibc's memchr several times faster. */
+static PyObject *module_newlines(PyObject *self, PyObject *arg) {
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0) return NULL;
+    const char *p = v.buf, *end = p + v.len;
+    Py_ssize_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (p < end && (p = memchr(p, '\n', end - p)) != NULL) { n++; p++; }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    return PyLong_FromSsize_t(n);
+}
+
 /* The pages of the heap that are free, handed back to the system: a pass over a big log
  * leaves tens of MB free between live objects, which the RSS keeps until then. */
 static PyObject *module_release_free_memory(PyObject *self, PyObject *unused) {
@@ -1382,6 +1396,7 @@ static PyObject *module_release_free_memory(PyObject *self, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"reuse_block_memory", module_reuse_block_memory, METH_NOARGS,
      "reuse_block_memory() -> whether the C allocator now keeps big blocks for reuse (glibc only)."},
+    {"newlines", module_newlines, METH_O, "newlines(buffer) -> how many newline bytes it holds."},
     {"release_free_memory", module_release_free_memory, METH_NOARGS,
      "release_free_memory() -> None: the heap's free pages handed back (glibc only)."},
     {"untouched", module_untouched, METH_VARARGS,

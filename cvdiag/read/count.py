@@ -16,7 +16,7 @@ from typing import Any
 
 from cvdiag.read import fold, rejoin
 from cvdiag.read.parsing import ENVELOPE, MALFORMED, Tally, parse_span
-from cvdiag.read.scan import LineCounter, hits_in
+from cvdiag.read.scan import LineCounter, hits_in, newlines
 from cvdiag.read.sources import Source
 from cvdiag.read.stats import MAX_ROWS, METRICS, Stats
 
@@ -64,7 +64,7 @@ def _read(
             if progress is not None:
                 progress(len(buf))
             if isinstance(buf, bytes):
-                base += buf.count(b"\n")
+                base += newlines(buf)
     counting.finish()
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from cvdiag.contract.timestamps import parse_ts
 from cvdiag.read import rejoin
+from cvdiag.read._compiled import CFOLD as _CFOLD
 from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, parse_span
 from cvdiag.read.sources import Source
 
@@ -94,6 +95,11 @@ def logical_lines(buf: Any, spans: Iterable[tuple[int, int]], end: int | None = 
             yield ls, joins.extend(ls, le)
 
 
+def newlines(buf: Any) -> int:
+    """How many lines end in ``buf`` (compiled: several times faster than ``bytes.count``)."""
+    return _CFOLD.newlines(buf) if _CFOLD is not None else buf.count(b"\n")
+
+
 class LineCounter:
     """Line numbers of offsets in one buffer, counted incrementally."""
 
@@ -143,7 +149,7 @@ def hits_in(
         for buf in src.blocks():
             yield from hits(buf, src.name, tally, markers=markers, with_lines=with_lines, progress=progress, base=base)
             if isinstance(buf, bytes):
-                base += buf.count(b"\n")
+                base += newlines(buf)
 
 
 def hits(

@@ -124,4 +124,4 @@ class Share:
                 for a, b in scan.windows(buf, lo, hi):
                     yield buf, src.name, a, b, base, block
                 if isinstance(buf, bytes):
-                    base += buf.count(b"\n")
+                    base += scan.newlines(buf)
