@@ -705,3 +705,25 @@ def test_an_mcp_call_seen_on_the_wire_too_counts_once_towards_a_loop():
     assert diagnose(looping).reason == (
         "The model called lookup_order 3 times with the same arguments and never gave a final answer."
     )
+
+
+def test_failed_llm_attempts_are_told_in_time_order_whatever_the_order_of_arrival():
+    """Two files merged out of order: the statuses in the order they happened, the error
+    type the provider named first and the retry-after it gave last, either way."""
+    attempts = [
+        ("429", {"http_status": 429, "error_type": "rate_limit_error", "retry_after_ms": 1000}),
+        ("503", {"http_status": 503, "error_type": "overloaded_error", "retry_after_ms": 4000}),
+        ("500", {"http_status": 500}),
+    ]
+    events = _request()
+    for i, (_, md) in enumerate(attempts):
+        events.append(
+            _at("backend.llm.call.response", 1.0 + i, {"provider": "anthropic", "attempt": i, **md}, outcome="err")
+        )
+    in_order = diagnose(events)
+    facts = in_order.evidence
+    assert (facts["llm_error_statuses"], facts["llm_error_type"]) == ([429, 503, 500], "rate_limit_error")
+    assert in_order.reason.endswith("HTTP 429, 503, 500 (rate_limit_error); retry-after 4.0 s.")
+    for arrival in (events[:1] + events[:0:-1], [events[0], events[2], events[3], events[1]]):
+        got = diagnose(arrival)
+        assert (got.cls, got.reason, got.evidence) == (in_order.cls, in_order.reason, in_order.evidence)

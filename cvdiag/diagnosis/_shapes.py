@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cvdiag.diagnosis._convert import as_float, as_int, as_name
-from cvdiag.diagnosis._picks import latest_key
+from cvdiag.diagnosis._picks import earlier, later, latest_key
 
 #: Distinct HTTP statuses (and abort kinds) one test keeps; a log inventing more is cut here.
 MAX_STATUSES = 16
@@ -110,15 +110,23 @@ NO_RESPONSE = Response(None, None, None, None, None, None)
 
 class LLMFailures:
     """The failed LLM attempts of a test, made only when one failed: how many, with which
-    HTTP statuses, the provider's error type and retry-after, the highest attempt number."""
+    HTTP statuses (in time order), the provider's error type (the earliest named) and
+    retry-after (the latest given), the highest attempt number. Decided by time, as every
+    first and last value is (``_picks``), so merged files in any order say the same."""
 
-    __slots__ = ("error_type", "last_key", "max_attempt", "no_status", "retry_after_ms", "statuses")
+    __slots__ = (
+        "error_type", "error_type_key", "last_key", "max_attempt", "no_status", "retry_after_key",
+        "retry_after_ms", "status_keys", "statuses",
+    )  # fmt: skip
 
     def __init__(self) -> None:
-        self.statuses: tuple[int, ...] = ()  # distinct, at most MAX_STATUSES, in order of arrival
+        self.statuses: tuple[int, ...] = ()  # distinct, the earliest MAX_STATUSES by time
+        self.status_keys: tuple[int | None, ...] = ()  # the earliest key of each
         self.no_status = 0  # failed attempts without an HTTP error status (transport errors, cut bodies)
-        self.error_type: str | None = None  # the first the provider named
+        self.error_type: str | None = None
+        self.error_type_key: int | None = None
         self.retry_after_ms: float | None = None
+        self.retry_after_key: int | None = None
         self.max_attempt: int | None = None
         self.last_key: int | None = None
 
@@ -127,13 +135,27 @@ class LLMFailures:
         status = as_int(md.get("http_status"))
         if status is None or status < 400:  # no answer, or a 2xx whose body broke off
             self.no_status += 1
-        elif status not in self.statuses and len(self.statuses) < MAX_STATUSES:
-            self.statuses += (status,)
-        self.error_type = self.error_type or as_name(md.get("error_type"))
+        else:
+            self._status(status, key)
+        named = as_name(md.get("error_type"))
+        if named is not None and earlier(self.error_type, self.error_type_key, key):
+            self.error_type, self.error_type_key = named, key
         retry_after = as_float(md.get("retry_after_ms"))
-        if retry_after is not None:
-            self.retry_after_ms = retry_after
+        if retry_after is not None and later(self.retry_after_ms, self.retry_after_key, key):
+            self.retry_after_ms, self.retry_after_key = retry_after, key
         attempt = as_int(md.get("attempt"))
         if attempt is not None and (self.max_attempt is None or attempt > self.max_attempt):
             self.max_attempt = attempt
         self.last_key = latest_key(self.last_key, key)
+
+    def _status(self, status: int, key: int | None) -> None:
+        """``status`` among the distinct ones, at its earliest time; past MAX_STATUSES the
+        latest goes (in time order that is the newcomer, as before)."""
+        pairs = dict(zip(self.statuses, self.status_keys, strict=True))
+        if status in pairs and not earlier(status, pairs[status], key):
+            return
+        pairs[status] = key
+        # keyed by time, keyless after them in the order they came (a stable sort)
+        ordered = sorted(pairs.items(), key=lambda pair: (pair[1] is None, pair[1] or 0))[:MAX_STATUSES]
+        self.statuses = tuple(status for status, _ in ordered)
+        self.status_keys = tuple(key for _, key in ordered)
