@@ -158,13 +158,16 @@ struct Folder {
     /* state */
     NameTable names;
     TidEntry *tids; Py_ssize_t tids_cap, tids_used;
-    Slot *slots; Py_ssize_t n_slots, cap_slots;
+    Slot **slots; Py_ssize_t n_slots, cap_slots; /* chunks of SLOT_CHUNK: never moved, never copied */
     Py_ssize_t n_aggs;
     int64_t untracked;
     /* the seconds met: YYYY-MM-DDTHH:MM:SS -> epoch seconds, a small direct cache */
     char sec_bytes[19]; int64_t sec_value; int sec_valid;
     PyObject *k_boundary, *k_layer, *k_outcome, *k_ts, *k_mono, *k_slug, *k_test_id;
 };
+
+#define SLOT_CHUNK 1024
+#define SLOT(f, k) (&(f)->slots[(k) / SLOT_CHUNK][(k) % SLOT_CHUNK])
 
 /* -- small helpers ------------------------------------------------------------------ */
 static uint64_t fnv(const char *p, Py_ssize_t n) {
@@ -401,14 +404,23 @@ static int tids_grow(Folder *f) {
     return 0;
 }
 
+/* The slots are kept in chunks: a doubled array would copy every slot at each growth and
+ * leave the old array free in the heap, as much again in resident memory (tens of MB on
+ * a log of 30k tests). */
 static int slot_new(Folder *f, int ev) {
     if (f->n_slots == f->cap_slots) {
-        Py_ssize_t cap = f->cap_slots ? f->cap_slots * 2 : 256;
-        Slot *s = PyMem_Realloc(f->slots, cap * sizeof(Slot));
-        if (!s) { PyErr_NoMemory(); return -1; }
-        f->slots = s; f->cap_slots = cap;
+        Py_ssize_t n_chunks = f->cap_slots / SLOT_CHUNK;
+        if ((n_chunks & (n_chunks - 1)) == 0) { /* the table of chunks is full at each power of two */
+            Slot **t = PyMem_Realloc(f->slots, (n_chunks ? 2 * n_chunks : 1) * sizeof(Slot *));
+            if (!t) { PyErr_NoMemory(); return -1; }
+            f->slots = t;
+        }
+        Slot *chunk = PyMem_Malloc(SLOT_CHUNK * sizeof(Slot));
+        if (!chunk) { PyErr_NoMemory(); return -1; }
+        f->slots[n_chunks] = chunk;
+        f->cap_slots += SLOT_CHUNK;
     }
-    Slot *s = &f->slots[f->n_slots];
+    Slot *s = SLOT(f, f->n_slots);
     memset(s, 0, sizeof(Slot));
     s->ev = ev;
     return (int)f->n_slots++;
@@ -427,7 +439,7 @@ static Py_ssize_t slot_of(Folder *f, const char *p, Py_ssize_t n, PyObject *tid_
         }
     }
     if (e) {
-        if (e->slot >= 0 && f->fold_aggs && !f->slots[e->slot].agg_on && f->n_aggs >= f->max_tests) {
+        if (e->slot >= 0 && f->fold_aggs && !SLOT(f, e->slot)->agg_on && f->n_aggs >= f->max_tests) {
             f->untracked++; /* admitted, never folded (a bad ts), and the rows are full */
             return T_UNTRACKED;
         }
@@ -971,7 +983,7 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
         Py_ssize_t slot = slot_of(f, tid, h.n[0], NULL);
         if (slot == -3) goto fail;
         if (slot < 0) continue;
-        Slot *s = &f->slots[slot];
+        Slot *s = SLOT(f, slot);
         if (!s->ev && !f->fold_aggs) continue;
         const char *layer = buf + h.a[1], *bnd = buf + h.a[2], *slug = buf + h.a[3], *ts = buf + h.a[4];
         const char *outcome = buf + h.a[6];
@@ -996,7 +1008,7 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
             if (!r) { if (ref.kind == 2) Py_DECREF(ref.obj); goto fail; }
             if (r == Py_None) { Py_DECREF(r); if (ref.kind == 2) Py_DECREF(ref.obj); continue; }
             env = r;
-            s = &f->slots[slot]; /* Python ran: the slots may have moved */
+            s = SLOT(f, slot); /* Python ran (slots stay where they are: chunks) */
         } else if (bad_ts && f->fold_aggs) {
             if (ref.kind == 2) Py_DECREF(ref.obj);
             CALL(malformed_cb, "n", ms); Py_DECREF(r);
@@ -1010,12 +1022,12 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
                     r = PyObject_CallFunction(body_cb, "nnnnOii", slot, ms, pos_json, le, Py_None, 0, 1);
                     if (!r) goto fail_env;
                     Py_DECREF(r);
-                    s = &f->slots[slot];
+                    s = SLOT(f, slot);
                 }
             }
         }
         if (env != NULL) { /* the parsed envelope's own head, as Evidence.add reads it */
-            int rc = ev_head_env(f, &f->slots[slot], env);
+            int rc = ev_head_env(f, SLOT(f, slot), env);
             Py_DECREF(env); env = NULL;
             if (rc < 0) goto fail_ref;
         } else if (s->ev) {
@@ -1067,19 +1079,19 @@ static PyObject *Folder_fold_env(Folder *f, PyObject *args) {
     if (outcome_o) utf8_of(outcome_o, &outcome, &outcome_n);
     Py_ssize_t slot = slot_of(f, tid, tid_n, NULL);
     if (slot == -3) return NULL;
-    if (slot < 0 || (!f->slots[slot].ev && !f->fold_aggs)) return PyLong_FromLong(-1);
+    if (slot < 0 || (!SLOT(f, slot)->ev && !f->fold_aggs)) return PyLong_FromLong(-1);
     if (f->fold_aggs) {
         TsFacts tf;
         Name *b = name_of(f, bnd, bnd_n);
         if (!b || ts_facts_of(f, ts, ts_n, 0, &tf) < 0) return NULL;
         if (!tf.canonical_ok) return PyLong_FromLong(-2);
-        Slot *s = &f->slots[slot];
+        Slot *s = SLOT(f, slot);
         if (agg_fold(f, s, tf.canonical, layer, layer_n, b, slug, slug_n, outcome_failed(f, outcome, outcome_n)) < 0)
             return NULL;
         if (f->keep_lines && keep_place(f, s, block, ls, le) < 0) return NULL;
     }
-    if (!f->slots[slot].ev) return PyLong_FromSsize_t(slot); /* folded into the row only */
-    if (ev_head_env(f, &f->slots[slot], env) < 0) return NULL;
+    if (!SLOT(f, slot)->ev) return PyLong_FromSsize_t(slot); /* folded into the row only */
+    if (ev_head_env(f, SLOT(f, slot), env) < 0) return NULL;
     return PyLong_FromSsize_t(slot);
 }
 
@@ -1112,7 +1124,7 @@ static PyObject *Folder_take(Folder *f, PyObject *arg) {
         PyErr_SetString(PyExc_IndexError, "no such slot");
         return NULL;
     }
-    Slot *s = &f->slots[k];
+    Slot *s = SLOT(f, k);
     PyObject *agg = NULL, *kept = NULL, *head = NULL, *layers = NULL, *slugs = NULL;
     if (s->agg_on) {
         if (!(layers = PySet_New(NULL)) || !(slugs = PyList_New(0))) goto fail;
@@ -1210,7 +1222,8 @@ static void Folder_dealloc(Folder *f) {
     names_clear(&f->triples);
     for (Py_ssize_t i = 0; i < f->tids_cap; i++) PyMem_Free(f->tids[i].bytes);
     PyMem_Free(f->tids);
-    for (Py_ssize_t i = 0; i < f->n_slots; i++) slot_free(&f->slots[i]);
+    for (Py_ssize_t i = 0; i < f->n_slots; i++) slot_free(SLOT(f, i));
+    for (Py_ssize_t c = 0; c < f->cap_slots / SLOT_CHUNK; c++) PyMem_Free(f->slots[c]);
     PyMem_Free(f->slots);
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
