@@ -34,7 +34,7 @@ from cvdiag.contract.schema import (
     SCHEMA_VERSION,
     Boundary,
     Tier,
-    lookup,
+    lookup_now,
     written_at,
 )
 from cvdiag.contract.timestamps import wire_ts
@@ -514,7 +514,7 @@ def emit_edge(
     edge_headers: Mapping[str, str | None] | None,
 ) -> None:
     """``emit`` with edge headers: a mapping of exactly the 9 keys of spec section 6."""
-    settings = config.get_settings()
+    settings = config.current.settings
     if not settings.enabled:
         return
     try:
@@ -538,7 +538,7 @@ def _emit(
     lines it asked for (to be emitted after it)."""
     if settings.strict and state.pending_errors:
         _raise_pending()
-    boundary = lookup(name)
+    boundary = lookup_now(name)
     if boundary is None:
         _unknown(name, settings.strict)
         return _NO_ACCOUNTING
