@@ -7,7 +7,9 @@ what differs between any two lines is masked: the clocks, the span id and a mint
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterator
+from types import MappingProxyType
 from typing import Any
 
 import linekit
@@ -112,6 +114,31 @@ def test_strings_are_escaped_as_orjson_escapes_them(text: str, control: str) -> 
         "edge_headers": None,
     }
     assert _written(call, compiled=True) == _written(call, compiled=False)
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        MappingProxyType({"terminal_outcome": "ok", "total_duration_ms": 1}),
+        OrderedDict(terminal_outcome="password=hunter2", total_duration_ms=2),
+        {"terminal_outcome": "ok", 7: "not a str key"},
+        {"terminal_outcome": "ok", "total_duration_ms": 1.5e16},
+        {"terminal_outcome": ["nested", {"api_key": "sk-x"}], "total_duration_ms": -(2**63)},
+    ],
+    ids=["mapping", "dict-subclass", "int-key", "float", "nested"],
+)
+def test_other_metadata_kinds_are_written_as_before(metadata: Any) -> None:
+    call = {
+        "tier": "default",
+        "demo": "d",
+        "name": "backend.agent.exit",
+        "metadata": metadata,
+        "outcome": "ok",
+        "duration_ms": True,
+        "edge_headers": None,
+    }
+    compiled = _written(call, compiled=True)
+    assert compiled[0] and compiled == _written(call, compiled=False)
 
 
 @pytest.mark.parametrize("tier", ["default", "verbose", "debug"])

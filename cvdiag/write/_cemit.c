@@ -267,8 +267,8 @@ static int plain(PyObject *v) {
 static PyObject *metadata_to_write(PyObject *name, PyObject *metadata, PyObject *known, int *fallback) {
     if (metadata == Py_None || (PyDict_CheckExact(metadata) && PyDict_GET_SIZE(metadata) == 0))
         return PyDict_New();
-    if (!PyDict_CheckExact(metadata)) {
-        *fallback = 1;
+    if (!PyDict_CheckExact(metadata) || (known != Py_None && !PyAnySet_Check(known))) {
+        *fallback = 1; /* a Mapping, or a Boundary made by hand: the Python steps */
         return NULL;
     }
     Py_ssize_t pos = 0;
