@@ -2,6 +2,7 @@
 the same bytes for the same calls (hostile strings, lone surrogates, huge ints, secrets
 to scrub, lines past the cap), the same counts and the same accounting lines. Only
 what differs between any two lines is masked: the clocks, the span id and a minted id.
+Its ``pick`` finds the headers the middleware's ``_pick`` finds.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from test_emit_fused import BOUNDARIES, calls, leaves, texts
 import cvdiag
 from cvdiag.contract.schema import lookup
 from cvdiag.testing import reset
-from cvdiag.write import config, emitter
+from cvdiag.write import config, emitter, middleware
 
 pytestmark = pytest.mark.skipif(emitter._line_compiled is None, reason="cvdiag.write._cemit is not built or is off")
 
@@ -36,12 +37,12 @@ def _masked(line: bytes) -> bytes:
 @pytest.fixture
 def python_steps() -> Iterator[None]:
     """The emitter without its compiled line, for the length of a test."""
-    compiled = emitter._line_compiled
-    emitter._line_compiled = None
+    compiled, pick = emitter._line_compiled, middleware._pick_headers
+    emitter._line_compiled, middleware._pick_headers = None, middleware._pick
     try:
         yield
     finally:
-        emitter._line_compiled = compiled
+        emitter._line_compiled, middleware._pick_headers = compiled, pick
 
 
 def _written(call: dict[str, Any], compiled: bool) -> tuple[list[bytes], dict[str, int]]:
@@ -158,8 +159,8 @@ def test_a_line_past_its_cap_is_shrunk_as_before(tier: str) -> None:
 
 
 def test_the_recorded_lines_by_the_python_steps(python_steps: None) -> None:
-    """``test_emit_lines`` takes the compiled path when it is built; the Python steps must
-    write the same 270 lines."""
+    """``test_emit_lines`` takes the compiled path when it is built; the Python steps (and
+    the Python ``_pick``) must write the same 270 lines."""
     assert linekit.lines() == linekit.EXPECTED.read_bytes().splitlines()
 
 
@@ -169,3 +170,34 @@ def test_cvdiag_compiled_0_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None
     assert compiled_module("cvdiag.write._cemit") is not None
     monkeypatch.setenv("CVDIAG_COMPILED", "0")
     assert compiled_module("cvdiag.write._cemit") is None
+
+
+#: Header names in both cases, an upper-case Z and A alone, and the bytes either side of A-Z.
+_NAMES = (
+    b"x-test-id",
+    b"X-Test-Id",
+    b"content-length",
+    b"Content-Type",
+    b"VIA",
+    b"X-AZ@[",
+    b"x-aZ@[",
+    b"x-az@[",
+    b"x-\xffA",
+)
+header_names = st.one_of(st.sampled_from(_NAMES), st.binary(max_size=12))
+header_lists = st.lists(st.tuples(header_names, st.binary(max_size=8)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        header_lists,
+        header_lists.map(tuple),
+        header_lists.map(lambda pairs: [list(pair) for pair in pairs]),  # pairs as lists: to _pick
+        header_lists.map(lambda pairs: [(k.decode("latin-1"), v) for k, v in pairs]),  # str names: to _pick
+    ),
+    st.frozensets(st.sampled_from(_NAMES).map(bytes.lower), max_size=5),
+)
+def test_pick_finds_what_the_python_pick_finds(headers: Any, wanted: frozenset[bytes]) -> None:
+    assert middleware._pick_headers is not middleware._pick
+    assert middleware._pick_headers(headers, wanted) == middleware._pick(headers, wanted)

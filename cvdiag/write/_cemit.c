@@ -1,5 +1,8 @@
 /* The compiled envelope of the emit path: cvdiag.write._cemit.
  *
+ * (And pick(), the middleware's scan of raw headers for the names it reads, twice per
+ * request: see the end of this file.)
+ *
  * emitter._emit calls line() once the gate has said a line is written: from the
  * boundary, the context's ids, the caller's numbers and metadata to the bytes queued,
  * in one C call -- the span id, the wire time, the monotonic clock, the scrubbing
@@ -427,6 +430,78 @@ done:
     return result;
 }
 
+/* -- pick(): the middleware's _pick of raw ASGI headers -------------------------------- */
+static PyObject *pick_fallback; /* middleware._pick, for what pick() does not read itself */
+
+/* ``key.lower()`` when ``key`` has an upper-case ASCII letter; NULL (no error) when not. */
+static PyObject *lowered(PyObject *key) {
+    const char *s = PyBytes_AS_STRING(key);
+    Py_ssize_t n = PyBytes_GET_SIZE(key), i = 0;
+    while (i < n && !(s[i] >= 'A' && s[i] <= 'Z'))
+        i++;
+    if (i == n)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(s, n);
+    if (out == NULL)
+        return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    for (; i < n; i++)
+        if (o[i] >= 'A' && o[i] <= 'Z')
+            o[i] = (char)(o[i] + ('a' - 'A'));
+    return out;
+}
+
+/* The first value of each wanted (lower-case) name, as _pick finds it; headers that are
+ * not a list or tuple of (bytes, value) pairs go to _pick itself. */
+static PyObject *pick(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "pick() takes 2 arguments");
+        return NULL;
+    }
+    PyObject *headers = args[0], *wanted = args[1];
+    if (pick_fallback == NULL || !(PyList_CheckExact(headers) || PyTuple_CheckExact(headers)) || !PyAnySet_Check(wanted))
+        goto python;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(headers);
+    PyObject **items = PySequence_Fast_ITEMS(headers);
+    for (Py_ssize_t i = 0; i < n; i++) { /* checked first: nothing below may meet another shape */
+        PyObject *item = items[i];
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)))
+            goto python;
+    }
+    PyObject *found = PyDict_New();
+    if (found == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) { /* bytes hash and compare in C: the list cannot change */
+        PyObject *key = PyTuple_GET_ITEM(items[i], 0), *lower = NULL;
+        int in = PySet_Contains(wanted, key);
+        if (in == 0 && (lower = lowered(key)) != NULL) {
+            key = lower;
+            in = PySet_Contains(wanted, key);
+        } else if (in == 0 && PyErr_Occurred()) {
+            in = -1;
+        }
+        if (in > 0 && (in = PyDict_Contains(found, key)) == 0)
+            in = PyDict_SetItem(found, key, PyTuple_GET_ITEM(items[i], 1));
+        Py_XDECREF(lower);
+        if (in < 0) {
+            Py_DECREF(found);
+            return NULL;
+        }
+    }
+    return found;
+python:
+    if (pick_fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_cemit.set_pick_fallback() was not called");
+        return NULL;
+    }
+    return PyObject_Vectorcall(pick_fallback, args, 2, NULL);
+}
+
+static PyObject *set_pick_fallback(PyObject *self, PyObject *fallback) {
+    Py_XSETREF(pick_fallback, Py_NewRef(fallback));
+    Py_RETURN_NONE;
+}
+
 static PyObject *setup(PyObject *self, PyObject *args) {
     PyObject *o[14];
     if (!PyArg_ParseTuple(args, "OOOOO!O!OOOOOOO!O!", &o[0], &o[1], &o[2], &o[3], &PyDict_Type, &o[4], &PyDict_Type,
@@ -447,6 +522,9 @@ static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(dumps, time_ns, monotonic_ns, getrandbits, demos, sensitive, written_demo, scrub, scrub_values_of, scrub_tree, "
      "scrubbed_edge, no_edge_headers, no_edge_json, prefix): what line() calls (emitter._compiled_line)."},
+    {"pick", (PyCFunction)(void (*)(void))pick, METH_FASTCALL,
+     "pick(headers, wanted) -> {name: first value} of the wanted names, as middleware._pick."},
+    {"set_pick_fallback", set_pick_fallback, METH_O, "set_pick_fallback(_pick): what pick() hands other shapes to."},
     {NULL, NULL, 0, NULL},
 };
 
