@@ -319,13 +319,15 @@ static PyObject *metadata_to_write(PyObject *name, PyObject *metadata, PyObject 
         return NULL;
     pos = 0;
     while (PyDict_Next(metadata, &pos, &k, &v)) {
+        Py_INCREF(k); /* scrub runs Python: another thread may change the caller's dict */
         PyObject *w = PyUnicode_CheckExact(v) ? PyObject_CallOneArg(scrub, v) : Py_NewRef(v);
-        if (w == NULL || PyDict_SetItem(out, k, w) < 0) {
-            Py_XDECREF(w);
+        int failed = w == NULL || PyDict_SetItem(out, k, w) < 0;
+        Py_DECREF(k);
+        Py_XDECREF(w);
+        if (failed) {
             Py_DECREF(out);
             return NULL;
         }
-        Py_DECREF(w);
     }
     return out;
 }
