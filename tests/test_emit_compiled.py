@@ -201,3 +201,11 @@ header_lists = st.lists(st.tuples(header_names, st.binary(max_size=8)), max_size
 def test_pick_finds_what_the_python_pick_finds(headers: Any, wanted: frozenset[bytes]) -> None:
     assert middleware._pick_headers is not middleware._pick
     assert middleware._pick_headers(headers, wanted) == middleware._pick(headers, wanted)
+
+
+def test_pick_never_changes_the_shared_one_byte_objects() -> None:
+    """CPython shares one bytes object per byte value: lower-casing a one-byte name in
+    place would turn every b"N" of the process into b"n" (it broke xdist's wire once)."""
+    letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    middleware._pick_headers([(letters[i : i + 1], b"v") for i in range(26)], frozenset({b"q"}))
+    assert [letters[i : i + 1][0] for i in range(26)] == list(range(ord("A"), ord("Z") + 1))

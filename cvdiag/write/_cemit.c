@@ -443,10 +443,13 @@ static PyObject *lowered(PyObject *key) {
         i++;
     if (i == n)
         return NULL;
-    PyObject *out = PyBytes_FromStringAndSize(s, n);
+    /* A fresh object, filled here: PyBytes_FromStringAndSize(s, 1) would hand back the
+     * shared one-byte bytes, which must never be changed in place. */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n);
     if (out == NULL)
         return NULL;
     char *o = PyBytes_AS_STRING(out);
+    memcpy(o, s, n);
     for (; i < n; i++)
         if (o[i] >= 'A' && o[i] <= 'Z')
             o[i] = (char)(o[i] + ('a' - 'A'));
