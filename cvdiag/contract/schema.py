@@ -301,6 +301,10 @@ def lookup(name: str) -> Boundary | None:
     return _registry.get(name)
 
 
+#: ``lookup`` without a Python frame, for the emit path (registering adds to this dict).
+lookup_now = _registry.get
+
+
 #: Boundaries cvdiag writes about itself (drops, collisions), not about a request.
 ACCOUNTING_PREFIX = "cvdiag."
 

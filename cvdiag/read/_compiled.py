@@ -3,18 +3,6 @@ built (no C compiler at install) or ``CVDIAG_COMPILED=0`` turns it off."""
 
 from __future__ import annotations
 
-import os
-from types import ModuleType
+from cvdiag.contract.compiled import compiled_module
 
-
-def _load() -> ModuleType | None:
-    if os.environ.get("CVDIAG_COMPILED", "1") == "0":
-        return None
-    try:
-        from cvdiag.read import _cfold
-    except ImportError:
-        return None
-    return _cfold
-
-
-CFOLD = _load()
+CFOLD = compiled_module("cvdiag.read._cfold")

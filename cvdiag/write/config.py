@@ -184,6 +184,9 @@ class _Current:
 
 
 _current = _Current(Settings())
+#: The holder itself, for the emit path and the middleware: ``current.settings`` is
+#: ``get_settings()`` without a Python frame (a frame costs more than the read).
+current = _current
 
 
 def get_settings() -> Settings:

@@ -17,10 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from random import getrandbits
 from typing import Any
 
+import orjson
 import structlog
 
+from cvdiag.contract.compiled import compiled_module
 from cvdiag.contract.ids import new_span_id, new_test_id
 from cvdiag.contract.schema import (
     ACCOUNTING_SLUG,
@@ -31,7 +34,7 @@ from cvdiag.contract.schema import (
     SCHEMA_VERSION,
     Boundary,
     Tier,
-    lookup,
+    lookup_now,
     written_at,
 )
 from cvdiag.contract.timestamps import wire_ts
@@ -39,7 +42,7 @@ from cvdiag.write import config
 from cvdiag.write._caps import NO_EDGE_HEADERS, render_capped
 from cvdiag.write._writer import Writer
 from cvdiag.write.context import RequestContext, bind, context_now, current_context, resolve_slug, unbind
-from cvdiag.write.scrubber import is_sensitive_key, scrub_clipped, scrub_tree, scrub_values_of
+from cvdiag.write.scrubber import is_sensitive_key, scrub, scrub_clipped, scrub_tree, scrub_values_of
 from cvdiag.write.sinks import FileSink, Sink, StdoutSink
 
 log = logging.getLogger("cvdiag")
@@ -331,9 +334,12 @@ def _scrub(envelope: dict[str, Any], boundary: Boundary) -> None:
             envelope["metadata"] = scrub_values_of(metadata) if harmless else scrub_tree(metadata)
     edge = envelope["edge_headers"]
     if edge is not NO_EDGE_HEADERS:
-        envelope["edge_headers"] = {
-            k: (None if v is None else _scrubbed_clipped(v, EDGE_HEADER_MAX_CHARS)) for k, v in edge.items()
-        }
+        envelope["edge_headers"] = _scrubbed_edge(edge)
+
+
+def _scrubbed_edge(edge: Mapping[str, str | None]) -> dict[str, str | None]:
+    """Edge header values scrubbed, then cut to their length limit."""
+    return {k: (None if v is None else _scrubbed_clipped(v, EDGE_HEADER_MAX_CHARS)) for k, v in edge.items()}
 
 
 def scrub_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -356,7 +362,7 @@ def render_within_cap(_logger: Any, _name: str, event: dict[str, Any]) -> bytes:
 
 class _QueueLogger:
     """The 'logger' handed to the processors: the queue, as structlog hands a processor
-    its logger. ``_process`` queues the rendered line itself."""
+    its logger. ``_emit`` queues the rendered line itself."""
 
     __slots__ = ("counters", "writer")
 
@@ -370,7 +376,7 @@ class _QueueLogger:
 #: ``structlog.DropEvent`` drops the envelope.
 PROCESSORS: list[Callable[[Any, str, dict[str, Any]], Any]] = [drop_unknown_metadata, scrub_values, render_within_cap]
 #: ``PROCESSORS`` as cvdiag ships it: while it is unchanged the three steps run in one
-#: frame (``_process``), without the event dict and the loop.
+#: frame (``_steps``), without the event dict and the loop; and in C (``_cemit``) when built.
 _DEFAULT_PROCESSORS = list(PROCESSORS)
 # The writer and counters live as long as the process: ``reset`` clears them in place.
 _queue = _QueueLogger(state.writer, state.counters)
@@ -395,25 +401,46 @@ def _run_processors(
     return event.get("accounting", _NO_ACCOUNTING), line
 
 
-def _process(
-    settings: config.Settings, envelope: dict[str, Any], boundary: Boundary, cap: int
-) -> Sequence[tuple[str, dict[str, Any]]]:
-    """Take ``envelope`` through the processors and queue the line; return the accounting
-    lines the pass asked for, for the caller to emit after this one."""
-    accounting = boundary.metadata is None
+def _steps(
+    envelope: dict[str, Any], boundary: Boundary, cap: int, accounting: bool
+) -> tuple[Sequence[tuple[str, dict[str, Any]]], bytes | None]:
+    """Take ``envelope`` through the processors: the accounting lines the pass asked
+    for and the line (None when a step dropped it)."""
     if PROCESSORS == _DEFAULT_PROCESSORS:  # the same steps as the loop, called directly
         asked = _drop_unknown(envelope, boundary)
         _scrub(envelope, boundary)
-        line: bytes | None = _render(envelope, cap)
-    else:
-        asked, line = _run_processors(envelope, boundary, cap, "accounting" if accounting else "envelope")
-        if line is None:
-            return asked
-    # Accounting lines may exceed the bound by one: a report of lost lines must not
-    # itself push out another line.
-    state.writer.put(line, settings.queue_size + 1 if accounting else settings.queue_size)
-    state.counters.emitted += 1
-    return asked
+        return asked, _render(envelope, cap)
+    return _run_processors(envelope, boundary, cap, "accounting" if accounting else "envelope")
+
+
+def _compiled_line() -> Callable[..., bytes | None] | None:
+    """``_cemit.line``, handed what it calls, or None when the module is off or not
+    built: the line of the fused steps built and encoded in one C call (``_cemit.c``)."""
+    module = compiled_module("cvdiag.write._cemit")
+    if module is None:
+        return None
+    module.setup(
+        orjson.dumps,
+        time.time_ns,
+        time.monotonic_ns,
+        getrandbits,
+        _DEMOS,
+        state.sensitive_boundaries,
+        _written_demo,
+        scrub,
+        scrub_values_of,
+        scrub_tree,
+        _scrubbed_edge,
+        NO_EDGE_HEADERS,
+        orjson.dumps(NO_EDGE_HEADERS),
+        b'{"schema_version":' + orjson.dumps(SCHEMA_VERSION) + b',"test_id":',
+    )
+    return module.line  # type: ignore[no-any-return]
+
+
+#: ``_cemit.line`` or None (then every line takes the Python steps); a module global, so
+#: that tests can compare both paths in one process.
+_line_compiled = _compiled_line()
 
 
 # --- the gate and the call --------------------------------------------------------
@@ -487,7 +514,7 @@ def emit_edge(
     edge_headers: Mapping[str, str | None] | None,
 ) -> None:
     """``emit`` with edge headers: a mapping of exactly the 9 keys of spec section 6."""
-    settings = config.get_settings()
+    settings = config.current.settings
     if not settings.enabled:
         return
     try:
@@ -511,7 +538,7 @@ def _emit(
     lines it asked for (to be emitted after it)."""
     if settings.strict and state.pending_errors:
         _raise_pending()
-    boundary = lookup(name)
+    boundary = lookup_now(name)
     if boundary is None:
         _unknown(name, settings.strict)
         return _NO_ACCOUNTING
@@ -538,29 +565,45 @@ def _emit(
         demo = "default"
     if outcome not in OUTCOMES:
         outcome = "info"
-    now = time.time_ns()
-    envelope = {
-        "schema_version": SCHEMA_VERSION,
-        "test_id": test_id,
-        "trace_id": trace_id,
-        "span_id": new_span_id(),
-        "parent_span_id": None,
-        "layer": boundary.layer,
-        "boundary": name,
-        "slug": slug,
-        "demo": demo,
-        "ts": wire_ts(now),
-        "mono_ns": time.monotonic_ns(),
-        "duration_ms": duration_ms
-        if type(duration_ms) is int or (isinstance(duration_ms, int) and not isinstance(duration_ms, bool))
-        else None,
-        "outcome": outcome,
-        "edge_headers": edge_headers if edge_headers is not None else NO_EDGE_HEADERS,
-        "metadata": dict(metadata) if metadata else {},
-        "_metadata_dropped": False,
-        "_truncated": False,
-    }
-    return _process(settings, envelope, boundary, ENVELOPE_CAP_BYTES[tier])  # the slug's tier, not the global one
+    cap = ENVELOPE_CAP_BYTES[tier]  # the slug's tier, not the global one
+    # The shipped steps in C; None when they must be taken in Python (see _cemit.c).
+    line = (
+        _line_compiled(boundary, name, test_id, trace_id, slug, demo, duration_ms, outcome, edge_headers, metadata, cap)
+        if _line_compiled is not None and PROCESSORS == _DEFAULT_PROCESSORS
+        else None
+    )
+    asked: Sequence[tuple[str, dict[str, Any]]] = _NO_ACCOUNTING
+    if line is None:
+        now = time.time_ns()
+        envelope = {
+            "schema_version": SCHEMA_VERSION,
+            "test_id": test_id,
+            "trace_id": trace_id,
+            "span_id": new_span_id(),
+            "parent_span_id": None,
+            "layer": boundary.layer,
+            "boundary": name,
+            "slug": slug,
+            "demo": demo,
+            "ts": wire_ts(now),
+            "mono_ns": time.monotonic_ns(),
+            "duration_ms": duration_ms
+            if type(duration_ms) is int or (isinstance(duration_ms, int) and not isinstance(duration_ms, bool))
+            else None,
+            "outcome": outcome,
+            "edge_headers": edge_headers if edge_headers is not None else NO_EDGE_HEADERS,
+            "metadata": dict(metadata) if metadata else {},
+            "_metadata_dropped": False,
+            "_truncated": False,
+        }
+        asked, line = _steps(envelope, boundary, cap, accounting)
+        if line is None:
+            return asked
+    # Accounting lines may exceed the bound by one: a report of lost lines must not
+    # itself push out another line.
+    state.writer.put(line, settings.queue_size + 1 if accounting else settings.queue_size)
+    state.counters.emitted += 1
+    return asked
 
 
 def _report_drops() -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cvdiag.contract.compiled import compiled_module
 from cvdiag.contract.ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from cvdiag.contract.schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
 from cvdiag.write import config
@@ -81,6 +82,20 @@ def _pick(headers: Iterable[tuple[bytes, bytes]], wanted: frozenset[bytes]) -> d
         if (key in wanted or (key := key.lower()) in wanted) and key not in found:
             found[key] = value
     return found
+
+
+def _compiled_pick() -> Callable[[Iterable[tuple[bytes, bytes]], frozenset[bytes]], dict[bytes, bytes]]:
+    """``_pick`` in C where it is built (``_cemit.pick``, which hands headers of another
+    shape to ``_pick``): the loop over each request's and each response's headers."""
+    module = compiled_module("cvdiag.write._cemit")
+    if module is None:
+        return _pick
+    module.set_pick_fallback(_pick)
+    return module.pick  # type: ignore[no-any-return]
+
+
+#: What the middleware picks headers with; a module global, so that tests can compare both.
+_pick_headers = _compiled_pick()
 
 
 def _content_length(raw: bytes | None) -> int | None:
@@ -163,7 +178,7 @@ class CvdiagMiddleware:
             scope[_SCOPE_MARK] = True
             await self.app(scope, self._in_flight.receive(receive), self._in_flight.send(send))
             return
-        settings = config.get_settings()
+        settings = config.current.settings
         if (
             kind != "http"
             or not settings.enabled
@@ -202,7 +217,7 @@ class CvdiagMiddleware:
     def _adopt(self, scope: Scope) -> tuple[RequestContext, bool, dict[bytes, bytes]]:
         """The request's context from its headers (spec section 5), whether the test id
         was adopted, and the request headers cvdiag reads."""
-        found = _pick(scope.get("headers") or (), self._wanted)
+        found = _pick_headers(scope.get("headers") or (), self._wanted)
         adopted = sanitize_test_id(found.get(self.test_id_header))
         test_id = adopted or new_test_id()
         slug_raw = found.get(self.slug_header)
@@ -343,7 +358,7 @@ class _Responder:
 
     def _finish(self) -> None:
         self.finished = True
-        self.finished_ms = elapsed_ms(self.start_ns)
+        self.finished_ms = (time.monotonic_ns() - self.start_ns) // 1_000_000  # elapsed_ms, without its frame
 
     def _observe(self, message: Message) -> Message:
         """Note what is being sent; return the message to send (with the id echoed)."""
@@ -354,7 +369,7 @@ class _Responder:
             given = message.get("headers") or ()
             # The spec allows any iterable: read once, the list (not the spent iterator) goes on.
             headers = list(given)
-            picked = _pick(headers, middleware._wanted_response)
+            picked = _pick_headers(headers, middleware._wanted_response)
             self.declared_length = _content_length(picked.get(_CONTENT_LENGTH))
             self.is_sse = picked.get(_CONTENT_TYPE, b"").startswith(_EVENT_STREAM)
             self.edge = NO_EDGE_HEADERS if picked.keys().isdisjoint(_EDGE) else _edge_headers(picked)
