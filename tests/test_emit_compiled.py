@@ -17,12 +17,10 @@ import linekit
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_emit_fused import BOUNDARIES, calls, leaves, texts
+from test_emit_fused import BOUNDARIES, calls, leaves, texts, written
 
-import cvdiag
 from cvdiag.contract.schema import lookup
-from cvdiag.testing import reset
-from cvdiag.write import config, emitter, middleware
+from cvdiag.write import emitter, middleware
 
 pytestmark = pytest.mark.skipif(emitter._line_compiled is None, reason="cvdiag.write._cemit is not built or is off")
 
@@ -47,29 +45,10 @@ def python_steps() -> Iterator[None]:
 
 def _written(call: dict[str, Any], compiled: bool) -> tuple[list[bytes], dict[str, int]]:
     """The lines (clocks masked) and the counts of one call, by one path or the other."""
-    sink = linekit.RawSink()
-    previous, saved = config.get_settings(), emitter._line_compiled
-    emitter.add_sink(sink)
-    try:
-        cvdiag.configure(enabled=True, tier=call["tier"], environ={"CVDIAG_ENV": "test"}, stdout=False)
-        reset()
-        if not compiled:
-            emitter._line_compiled = None
-        with cvdiag.request_context(test_id="t-compiled", slug="compiled", demo=call["demo"]):
-            for _ in range(2):  # the second after the first filled the per-boundary caches
-                emitter.emit_edge(
-                    call["name"],
-                    call["metadata"],
-                    outcome=call["outcome"],
-                    duration_ms=call["duration_ms"],
-                    edge_headers=call["edge_headers"],
-                )
-        emitter.flush()
-    finally:
-        emitter._line_compiled = saved
-        emitter.remove_sink(sink)
-        config.apply_settings(previous)
-    return [_masked(line) for line in sink.lines], cvdiag.stats()
+    chosen = emitter._line_compiled if compiled else None
+    # the second call after the first filled the per-boundary caches
+    lines, stats = written(call, swap=("_line_compiled", chosen), slug="compiled", repeat=2)
+    return [_masked(line) for line in lines], stats
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

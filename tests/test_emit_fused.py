@@ -62,29 +62,40 @@ def _noop(logger: Any, method_name: str, event_dict: dict[str, Any]) -> dict[str
     return event_dict
 
 
-def _written(call: dict[str, Any], processors: list[Any]) -> tuple[list[bytes], dict[str, int]]:
-    """The masked lines and the counts of one call through ``processors``."""
+def written(
+    call: dict[str, Any], *, swap: tuple[str, Any], slug: str = "fused", repeat: int = 1
+) -> tuple[list[bytes], dict[str, int]]:
+    """The raw lines and the counts of one call, made ``repeat`` times while ``emitter``'s
+    attribute ``swap[0]`` is ``swap[1]`` (the processors, the compiled line)."""
     sink = linekit.RawSink()
-    previous, saved = config.get_settings(), emitter.PROCESSORS
+    name, value = swap
+    previous, saved = config.get_settings(), getattr(emitter, name)
     emitter.add_sink(sink)
     try:
         cvdiag.configure(enabled=True, tier=call["tier"], environ={"CVDIAG_ENV": "test"}, stdout=False)
         reset()
-        emitter.PROCESSORS = processors
-        with cvdiag.request_context(test_id="t-fused", slug="fused", demo=call["demo"]):
-            emitter.emit_edge(
-                call["name"],
-                call["metadata"],
-                outcome=call["outcome"],
-                duration_ms=call["duration_ms"],
-                edge_headers=call["edge_headers"],
-            )
+        setattr(emitter, name, value)
+        with cvdiag.request_context(test_id=f"t-{slug}", slug=slug, demo=call["demo"]):
+            for _ in range(repeat):
+                emitter.emit_edge(
+                    call["name"],
+                    call["metadata"],
+                    outcome=call["outcome"],
+                    duration_ms=call["duration_ms"],
+                    edge_headers=call["edge_headers"],
+                )
         emitter.flush()
     finally:
-        emitter.PROCESSORS = saved
+        setattr(emitter, name, saved)
         emitter.remove_sink(sink)
         config.apply_settings(previous)
-    return [linekit.mask(line) for line in sink.lines], cvdiag.stats()
+    return sink.lines, cvdiag.stats()
+
+
+def _written(call: dict[str, Any], processors: list[Any]) -> tuple[list[bytes], dict[str, int]]:
+    """The masked lines and the counts of one call through ``processors``."""
+    lines, stats = written(call, swap=("PROCESSORS", processors))
+    return [linekit.mask(line) for line in lines], stats
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
