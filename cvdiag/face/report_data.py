@@ -62,26 +62,25 @@ class _TestEvents:
     """The events of one test shown in detail, encoded (``_encode``) as they are read, in
     the process that diagnoses the test, and kept one bytes object each: a tuple of key
     and text costs three times as much, and a report holds thousands of tests' events.
-    ``finish`` sorts them and leaves their JSON; ``table`` numbers the names in them."""
+    ``finish`` sorts them and leaves their JSON; ``strings`` numbers the names in them."""
 
-    __slots__ = ("events", "more", "slug", "t0_ms", "table")
+    __slots__ = ("events", "more", "slug", "strings", "t0_ms")
 
     def __init__(self, row: Mapping[str, Any], strings: Strings) -> None:
         self.t0_ms = round(ts_seconds(row["first_ts"]) * 1000)
         self.slug = row["slug"].split(",")[0]
         self.events: list[bytes] = []
         self.more = row["_kept"].more  # past MAX_EVENTS_PER_TEST: counted by the scan
-        self.table = strings
+        self.strings = strings  # one object for every test of a process: pickled once
 
     def add(self, env: Mapping[str, Any]) -> None:
         try:
-            self.events.append(_encode(env, self.t0_ms, self.slug, self.table))
+            self.events.append(_encode(env, self.t0_ms, self.slug, self.strings))
         except (ValueError, TypeError, OverflowError):  # an envelope the reader let through but cannot be drawn
             self.more += 1
 
     def finish(self) -> None:
-        """The events' JSON in time order, an envelope read twice (two sinks given) kept
-        once; the names they number go along as a list."""
+        """The events' JSON in time order, an envelope read twice (two sinks given) kept once."""
         self.events.sort()
         out: list[bytes] = []
         previous = b""
@@ -92,8 +91,6 @@ class _TestEvents:
                 out.append(event[cut:])
             previous = key
         self.events = out
-        if isinstance(self.table, Strings):
-            self.table = self.table.table  # the same list for every test of a process: sent once
 
 
 class _Reader:
@@ -112,11 +109,11 @@ class _Reader:
 def _renumbered(held: _TestEvents, strings: Strings, maps: dict[int, list[bytes]]) -> list[bytes]:
     """``held``'s events with the names numbered in ``strings``: an event is
     ``[offset,layer,boundary,outcome,...`` and a number holds no comma."""
-    if held.table is strings.table:  # numbered in this process
+    if held.strings is strings:  # numbered in this process
         return held.events
-    to = maps.get(id(held.table))
+    to = maps.get(id(held.strings))
     if to is None:
-        to = maps[id(held.table)] = [b"%d" % strings(name) for name in held.table]
+        to = maps[id(held.strings)] = [b"%d" % strings(name) for name in held.strings.table]
     out = []
     for event in held.events:
         head, layer, boundary, outcome, tail = event.split(b",", 4)
@@ -137,9 +134,9 @@ def _sort_key(env: Mapping[str, Any], ts: str) -> bytes:
     if key is None:
         raise ValueError("no time to order by")
     span, boundary, _, mono = correlate.identity(env)
-    text = f"{'' if span is None else span}\x00\x01{boundary}\x00\x01{ts}\x00\x01{mono}\x00\x01"
-    if text.count("\x00") != 4:  # a NUL inside a part: each is escaped
-        parts = ("" if span is None else str(span), str(boundary), ts, mono)
+    parts = ("" if span is None else str(span), str(boundary), ts, mono)
+    text = _PART_END.join(parts) + _PART_END
+    if text.count("\x00") != len(parts):  # a NUL inside a part: each is escaped
         text = "".join(part.replace("\x00", "\x00\xff") + _PART_END for part in parts)
     flag = b"\x00" if span is None else b"\x01"  # a span_id may be null beside strings: those first
     return (key + _KEY_SHIFT).to_bytes(_KEY_BYTES, "big") + flag + text.encode("utf-8", "surrogatepass") + _KEY_END
