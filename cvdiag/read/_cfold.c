@@ -155,6 +155,8 @@ struct Folder {
     NameTable triples; /* count mode: "slug\0boundary\0outcome" -> its token (Name.counter) and count */
     int fold_aggs, with_evidence;
     Py_ssize_t keep_lines, max_tests;
+    Py_ssize_t max_line;                   /* parsing.MAX_LINE: a longer line is Python's to call malformed */
+    char *scratch; Py_ssize_t scratch_cap; /* the text of a Docker record, unescaped */
     /* state */
     NameTable names;
     TidEntry *tids; Py_ssize_t tids_cap, tids_used;
@@ -851,15 +853,21 @@ static int head_ts_ref(const char *t, Py_ssize_t n, const TsFacts *tf, TsRef *re
     return (ref->obj = PyUnicode_DecodeUTF8(t, n, "replace")) ? 0 : -1;
 }
 
-/* Whether a canonical line of boundary ``b`` says nothing beyond its head: a boundary whose
- * head says all, all-null edge headers, the fixed tail, an ASCII head (valid UTF-8) and
- * metadata that is a JSON object. 1 yes, 0 no, -1 error. */
-static int plain_line(Folder *f, const char *buf, const Head *h, const Name *b, Py_ssize_t pos_json, Py_ssize_t le) {
+/* Whether a canonical line is in the emitter's plain layout: all-null edge headers, the
+ * fixed tail, an ASCII head (valid UTF-8) and metadata that is a JSON object, so it is
+ * certainly valid JSON with no key twice at its top. 1 yes, 0 no, -1 error. */
+static int plain_shaped(Folder *f, const char *buf, const Head *h, Py_ssize_t pos_json, Py_ssize_t le) {
     Py_ssize_t md = h->end + f->middle_len, md_end = le - f->end_len;
-    if (!b->plain || md > md_end || memcmp(buf + h->end, f->middle, f->middle_len) != 0 ||
+    if (md > md_end || memcmp(buf + h->end, f->middle, f->middle_len) != 0 ||
         memcmp(buf + md_end, f->end, f->end_len) != 0 || !is_ascii(buf + pos_json, h->end - pos_json))
         return 0;
     return is_object(f, buf, md, md_end);
+}
+
+/* Whether a canonical line of boundary ``b`` says nothing beyond its head: a boundary whose
+ * head says all, in the plain layout. 1 yes, 0 no, -1 error. */
+static int plain_line(Folder *f, const char *buf, const Head *h, const Name *b, Py_ssize_t pos_json, Py_ssize_t le) {
+    return b->plain ? plain_shaped(f, buf, h, pos_json, le) : 0;
 }
 
 /* -- count mode (stats): envelopes per (slug, boundary, outcome) ------------------- */
@@ -929,123 +937,336 @@ static PyObject *Folder_counts(Folder *f, PyObject *unused) {
     return out;
 }
 
+/* -- lines a wrapper wraps (colour codes, Docker json-file) ---------------------------
+ * parsing.unwrap peels the wrapper before the general parser reads such a line. One is
+ * read here only where that reading certainly comes to the envelope the emitter's
+ * layout shows: the plain layout (no key twice, valid JSON), an emitter ts, one marker
+ * and nothing before it that unwrap would take for another wrapper, no colour code in
+ * the JSON or reaching into the marker. Any other is Python's, as before (line). */
+#define WRAP_ROOM 256 /* bytes of colour codes and white space after a wrapped envelope's end */
+#define PREFIX_ROOM 512 /* bytes before the marker of a wrapped line */
+
+static int is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0x0b || c == 0x0c; }
+
+/* The length of the colour code (parsing._ANSI) that starts at buf[i] in a line ending at
+ * n, 0 for none: ESC [ parameters intermediates final, or ESC and one byte of @-Z \ ] ^ _. */
+static Py_ssize_t ansi_len(const char *buf, Py_ssize_t i, Py_ssize_t n) {
+    if (i + 1 >= n || buf[i] != 0x1b) return 0;
+    unsigned char c = (unsigned char)buf[i + 1];
+    if (c != '[') return (c >= 0x40 && c <= 0x5a) || (c >= 0x5c && c <= 0x5f) ? 2 : 0;
+    Py_ssize_t j = i + 2;
+    while (j < n && (unsigned char)buf[j] >= 0x30 && (unsigned char)buf[j] <= 0x3f) j++;
+    while (j < n && (unsigned char)buf[j] >= 0x20 && (unsigned char)buf[j] <= 0x2f) j++;
+    return j < n && (unsigned char)buf[j] >= 0x40 && (unsigned char)buf[j] <= 0x7e ? j + 1 - i : 0;
+}
+
+/* Where the JSON of the line buf[:le] ends, once unwrap took its colour codes and white
+ * space: the end of a fixed tail followed by nothing else, with no ESC in the JSON
+ * buf[pos_json:end]; -1 when the line ends otherwise. */
+static Py_ssize_t unwrapped_end(Folder *f, const char *buf, Py_ssize_t pos_json, Py_ssize_t le) {
+    Py_ssize_t lo = le - WRAP_ROOM > pos_json ? le - WRAP_ROOM : pos_json;
+    const char *brace = lo < le ? memrchr(buf + lo, '}', le - lo) : NULL;
+    if (!brace) return -1;
+    Py_ssize_t e = brace - buf + 1;
+    for (Py_ssize_t i = e; i < le;) {
+        Py_ssize_t k = buf[i] == 0x1b ? ansi_len(buf, i, le) : is_ws((unsigned char)buf[i]);
+        if (!k) return -1;
+        i += k;
+    }
+    int k = 0;
+    while (k < 2 && !(e - pos_json >= f->tail_lens[k] && memcmp(buf + e - f->tail_lens[k], f->tails[k], f->tail_lens[k]) == 0))
+        k++;
+    return k == 2 || memchr(buf + pos_json, 0x1b, e - pos_json) ? -1 : e;
+}
+
+/* Whether the text buf[ls:ms] before a wrapped line's marker, colour codes taken out as
+ * unwrap takes them (one pass, left to right), leaves the marker at ms the first one of
+ * the line, and starts with nothing unwrap reads as another wrapper (Docker's "{", a CRI
+ * time's digit) or _classify strips (a byte-order mark). */
+static int prefix_reads_plain(const char *buf, Py_ssize_t ls, Py_ssize_t ms, Py_ssize_t le) {
+    char out[PREFIX_ROOM];
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = ls; i < ms;) {
+        Py_ssize_t k = buf[i] == 0x1b ? ansi_len(buf, i, le) : 0;
+        if (k) {
+            if (i + k > ms) return 0; /* a code that would eat into the marker */
+            i += k;
+            continue;
+        }
+        if (n == PREFIX_ROOM) return 0;
+        out[n++] = buf[i++];
+    }
+    Py_ssize_t j = 0;
+    while (j < n && is_ws((unsigned char)out[j])) j++;
+    if (j < n && (out[j] == '{' || (out[j] >= '0' && out[j] <= '9') || (unsigned char)out[j] >= 0x80)) return 0;
+    return n < 6 || memmem(out, n, "CVDIAG", 6) == NULL;
+}
+
+/* Whether a wrapped line, head h, JSON src[pos_json:le_json], is certainly the envelope its
+ * head shows, whatever the pass does with it: plain layout, no integer JSON may read as a
+ * float, a ts in the emitter's shape. 1 yes, 0 no, -1 error. */
+static int wrapped_certain(Folder *f, const char *src, const Head *h, Py_ssize_t pos_json, Py_ssize_t le_json) {
+    int64_t secs; int ms;
+    if (h->long_int || !emitter_ts(f, src + h->a[4], h->n[4], &secs, &ms)) return 0;
+    return plain_shaped(f, src, h, pos_json, le_json);
+}
+
+/* The text of the Docker json-file record buf[ls:le] (its "log" string, unescaped) in
+ * f->scratch: its length, 0 when the line is no complete record in Docker's own layout
+ * that this reads exactly as orjson would (ASCII, no escape of a code past 0x7f), -1 on
+ * error. */
+static Py_ssize_t docker_text(Folder *f, const char *buf, Py_ssize_t ls, Py_ssize_t le) {
+    static const char head[] = "{\"log\":\"", stream[] = "\",\"stream\":\"", timek[] = "\",\"time\":\"";
+    if (le - ls < 8 || memcmp(buf + ls, head, 8) != 0 || le - ls > f->max_line) return 0;
+    if (f->scratch_cap < le - ls) {
+        char *grown = PyMem_Realloc(f->scratch, le - ls);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        f->scratch = grown; f->scratch_cap = le - ls;
+    }
+    char *out = f->scratch;
+    Py_ssize_t n = 0, i = ls + 8;
+    while (i < le) {
+        unsigned char c = (unsigned char)buf[i];
+        if (c == '"') break;
+        if (c < 0x20 || c >= 0x80) return 0;
+        if (c != '\\') { out[n++] = (char)c; i++; continue; }
+        if (i + 1 >= le) return 0;
+        switch (buf[i + 1]) {
+        case '"': case '\\': case '/': out[n++] = buf[i + 1]; break;
+        case 'b': out[n++] = '\b'; break;
+        case 'f': out[n++] = '\f'; break;
+        case 'n': out[n++] = '\n'; break;
+        case 'r': out[n++] = '\r'; break;
+        case 't': out[n++] = '\t'; break;
+        case 'u': {
+            unsigned v = 0;
+            for (int k = 2; k < 6; k++) {
+                char d = i + k < le ? buf[i + k] : 0;
+                v = v * 16 + (d >= '0' && d <= '9' ? (unsigned)(d - '0') : d >= 'a' && d <= 'f' ? (unsigned)(d - 'a' + 10)
+                              : d >= 'A' && d <= 'F' ? (unsigned)(d - 'A' + 10) : 0x10000);
+            }
+            if (v >= 0x80) return 0;
+            out[n++] = (char)v;
+            i += 6;
+            continue;
+        }
+        default: return 0;
+        }
+        i += 2;
+    }
+    if (i >= le || n == 0 || out[n - 1] != '\n') return 0; /* no end, or a partial record: rejoin's */
+    Py_ssize_t j = i;
+    if (!starts(buf, j, le, stream, sizeof stream - 1)) return 0;
+    j += sizeof stream - 1;
+    if (!starts(buf, j, le, "stdout", 6) && !starts(buf, j, le, "stderr", 6)) return 0;
+    j += 6;
+    if (!starts(buf, j, le, timek, sizeof timek - 1)) return 0;
+    for (j += sizeof timek - 1; j < le && buf[j] != '"'; j++)
+        if ((unsigned char)buf[j] < 0x20 || (unsigned char)buf[j] >= 0x80 || buf[j] == '\\') return 0;
+    if (!starts(buf, j, le, "\"}", 2)) return 0;
+    for (j += 2; j < le; j++)
+        if (!is_ws((unsigned char)buf[j])) return 0;
+    return n;
+}
+
 /* -- the pass over one buffer ------------------------------------------------------- */
+typedef struct {
+    const char *buf;
+    Py_ssize_t len, start;
+    long long block;
+    PyObject *line_cb, *body_cb, *malformed_cb;
+} Pass;
+
+/* Python reads the line buf[ls:le] (fold.Fold._line, or count's line). */
+static int line_to_python(Pass *p, Py_ssize_t ls, Py_ssize_t le) {
+    PyObject *r = PyObject_CallFunction(p->line_cb, "nn", ls, le);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* One line in the emitter's layout: its head h and JSON at src[pos_json:le_json], the line
+ * buf[ls:le] of the pass (src is buf, or a Docker record's text); ms is where its marker
+ * is, for the messages. ``wrapped``: read here only where that is certain
+ * (wrapped_certain), else handed to Python. 0, or -1 on error. */
+static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms, Py_ssize_t pos_json,
+                     Py_ssize_t le_json, Py_ssize_t ls, Py_ssize_t le, int wrapped) {
+    PyObject *r;
+    if (wrapped) {
+        int certain = wrapped_certain(f, src, h, pos_json, le_json);
+        if (certain <= 0) return certain < 0 ? -1 : line_to_python(p, ls, le);
+    }
+    if (f->pair != NULL) { /* count mode */
+        /* scan.hits reads a line with colour codes unwrapped: codes before the marker too */
+        if (!wrapped && ms > ls && memchr(src + ls, 0x1b, ms - ls) && !prefix_reads_plain(src, ls, ms, le))
+            return line_to_python(p, ls, le);
+        int counted = count_line(f, src, h, pos_json, le_json);
+        if (counted < 0) return -1;
+        return counted ? 0 : line_to_python(p, ls, le);
+    }
+    Py_ssize_t slot = slot_of(f, src + h->a[0], h->n[0], NULL);
+    if (slot == -3) return -1;
+    if (slot < 0) return 0;
+    Slot *s = SLOT(f, slot);
+    if (!s->ev && !f->fold_aggs) return 0;
+    const char *layer = src + h->a[1], *bnd = src + h->a[2], *slug = src + h->a[3], *ts = src + h->a[4];
+    const char *outcome = src + h->a[6];
+    Name *b = name_of(f, bnd, h->n[2]);
+    if (!b) return -1;
+    if (wrapped && ((s->ev && !b->plain) || (f->keep_lines && b->llm_response)))
+        return line_to_python(p, ls, le); /* a body to read: the general parser's */
+    TsFacts tf; TsRef ref;
+    if (ts_facts_of(f, ts, h->n[4], mono_offset_of_digits(src + h->a[5], h->n[5]), &tf) < 0) return -1;
+    if (head_ts_ref(ts, h->n[4], &tf, &ref) < 0) return -1;
+    int bad_ts = !tf.canonical_ok;
+    int plain = 0;
+    if (s->ev && (plain = wrapped ? 1 : plain_line(f, src, h, b, pos_json, le_json)) < 0) goto fail_ref;
+    int failed = outcome_failed(f, outcome, h->n[6]);
+    PyObject *env = NULL;
+    if (s->ev && !plain) {
+        /* the body: Python parses and folds it; it says no for a broken line */
+        PyObject *key = tf.has_key ? key_object(tf.key) : Py_NewRef(Py_None);
+        if (!key) goto fail_ref;
+        r = PyObject_CallFunction(p->body_cb, "nnnnNii", slot, ms, pos_json, le_json, key, bad_ts && f->fold_aggs, 0);
+        if (!r) goto fail_ref;
+        if (r == Py_None) { Py_DECREF(r); goto done; }
+        env = r;
+        s = SLOT(f, slot); /* Python ran (slots stay where they are: chunks) */
+    } else if (bad_ts && f->fold_aggs) {
+        r = PyObject_CallFunction(p->malformed_cb, "n", ms);
+        if (!r) goto fail_ref;
+        Py_DECREF(r);
+        goto done;
+    }
+    if (f->fold_aggs) {
+        if (agg_fold(f, s, tf.canonical, layer, h->n[1], b, slug, h->n[3], failed) < 0) goto fail_env;
+        if (f->keep_lines) {
+            if (keep_place(f, s, p->block, ls, le) < 0) goto fail_env;
+            if (!s->ev && b->llm_response) { /* a deferred test's LLM time, for the report */
+                r = PyObject_CallFunction(p->body_cb, "nnnnOii", slot, ms, pos_json, le_json, Py_None, 0, 1);
+                if (!r) goto fail_env;
+                Py_DECREF(r);
+                s = SLOT(f, slot);
+            }
+        }
+    }
+    if (env != NULL) { /* the parsed envelope's own head, as Evidence.add reads it */
+        int rc = ev_head_env(f, SLOT(f, slot), env);
+        Py_DECREF(env);
+        if (rc < 0) goto fail_ref;
+    } else if (s->ev) {
+        int known;
+        int lc = layer_class_of(layer, h->n[1], &known);
+        if (!known) lc = b->layer_class;
+        if (ev_head(s, b, lc, failed, tf.has_key, tf.key, &ref) < 0) goto fail_ref;
+    }
+done:
+    if (ref.kind == 2) Py_DECREF(ref.obj);
+    return 0;
+fail_env:
+    Py_XDECREF(env);
+fail_ref:
+    if (ref.kind == 2) Py_DECREF(ref.obj);
+    return -1;
+}
+
+/* A Docker json-file record of the pass, buf[ls:le], read in C where certain: 1 done (or
+ * handed to Python), 0 not such a record (Python's), -1 on error. Fold mode only: count
+ * mode reads lines as scan.hits does, which skips the records a split line took. */
+static int fold_docker(Folder *f, Pass *p, Py_ssize_t ls, Py_ssize_t le) {
+    if (f->pair != NULL) return 0;
+    Py_ssize_t n = docker_text(f, p->buf, ls, le);
+    if (n <= 0) return (int)n;
+    const char *q = f->scratch;
+    Py_ssize_t pos = find(q, 0, n, f->head, f->head_len), ms;
+    if (pos < 0) return 0;
+    if (pos >= f->prefix_len && memcmp(q + pos - f->prefix_len, f->prefix, f->prefix_len) == 0)
+        ms = pos - f->prefix_len;
+    else if (pos >= f->jprefix_len && memcmp(q + pos - f->jprefix_len, f->jprefix, f->jprefix_len) == 0)
+        ms = pos - f->jprefix_len;
+    else
+        return 0; /* bare JSON or another prefix: the general parser's */
+    Head h;
+    if (!match_head(f, q, pos, n, &h)) return 0;
+    Py_ssize_t le_json = unwrapped_end(f, q, pos, n);
+    if (le_json < 0 || !prefix_reads_plain(q, 0, ms, n)) return 0;
+    return fold_line(f, p, q, &h, ls, pos, le_json, ls, le, 1) < 0 ? -1 : 1;
+}
+
+/* The marked lines of buf[lo:hi] between two canonical lines, as fold.gap_lines finds
+ * them: a Docker record here, every other one to Python. 0, or -1 on error. */
+static int fold_gap(Folder *f, Pass *p, Py_ssize_t lo, Py_ssize_t hi) {
+    const char *buf = p->buf;
+    Py_ssize_t cv = find(buf, lo, hi, f->markers[0], f->marker_lens[0]);
+    Py_ssize_t sv = find(buf, lo, hi, f->markers[1], f->marker_lens[1]);
+    while (cv >= 0 || sv >= 0) {
+        Py_ssize_t at = cv < 0 || (sv >= 0 && sv < cv) ? sv : cv;
+        Py_ssize_t ls = rfind_nl(buf, lo, at) + 1;
+        Py_ssize_t le = find_nl(buf, at, p->len);
+        if (le < 0) le = p->len;
+        if (le > hi) return 0; /* the line of the next canonical match: read there */
+        int done = buf[ls] == '{' ? fold_docker(f, p, ls, le) : 0;
+        if (done < 0 || (!done && line_to_python(p, ls, le) < 0)) return -1;
+        if (cv >= 0 && cv <= le) cv = find(buf, le + 1, hi, f->markers[0], f->marker_lens[0]);
+        if (sv >= 0 && sv <= le) sv = find(buf, le + 1, hi, f->markers[1], f->marker_lens[1]);
+    }
+    return 0;
+}
+
 static PyObject *Folder_buffer(Folder *f, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
-    long long block;
-    PyObject *gap_cb, *line_cb, *body_cb, *malformed_cb;
-    if (!PyArg_ParseTuple(args, "y*nnLOOOO", &view, &start, &end, &block, &gap_cb, &line_cb, &body_cb, &malformed_cb))
+    Pass p;
+    if (!PyArg_ParseTuple(args, "y*nnLOOO", &view, &start, &end, &p.block, &p.line_cb, &p.body_cb, &p.malformed_cb))
         return NULL;
     if (f->loads == NULL) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_RuntimeError, "this folder was cleared");
         return NULL;
     }
-    const char *buf = view.buf;
+    const char *buf = p.buf = view.buf;
+    p.len = view.len;
     if (end > view.len) end = view.len;
     if (start < 0) start = 0;
+    p.start = start;
     Py_ssize_t gap = start;
     Py_ssize_t cv = find(buf, start, end, f->markers[0], f->marker_lens[0]);
     Py_ssize_t sv = find(buf, start, end, f->markers[1], f->marker_lens[1]);
     Py_ssize_t pos = find(buf, start, end, f->head, f->head_len);
-    PyObject *r;
     Head h;
-#define CALL(cb, ...) do { r = PyObject_CallFunction(cb, __VA_ARGS__); if (!r) goto fail; } while (0)
     while (pos >= 0) {
         Py_ssize_t le = find_nl(buf, pos, end);
         if (le < 0) le = end;
         Py_ssize_t nxt = find(buf, le, end, f->head, f->head_len);
         Py_ssize_t ms;
+        int marked = 1; /* after CVDIAG or CVDIAG_EVENT, not a bare line */
         if (pos >= f->prefix_len && memcmp(buf + pos - f->prefix_len, f->prefix, f->prefix_len) == 0)
             ms = pos - f->prefix_len;
         else if (pos >= f->jprefix_len && memcmp(buf + pos - f->jprefix_len, f->jprefix, f->jprefix_len) == 0)
             ms = pos - f->jprefix_len;
         else if (pos == 0 || buf[pos - 1] == '\n')
-            ms = pos ? pos - 1 : 0;
+            ms = pos ? pos - 1 : 0, marked = 0;
         else { pos = nxt; continue; }
         if (!match_head(f, buf, pos, le, &h) || ms < gap) { pos = nxt; continue; }
-        if ((cv >= 0 && cv < ms) || (sv >= 0 && sv < ms)) { CALL(gap_cb, "nn", gap, ms); Py_DECREF(r); }
+        if (((cv >= 0 && cv < ms) || (sv >= 0 && sv < ms)) && fold_gap(f, &p, gap, ms) < 0) goto fail;
         gap = le;
         if (cv < le) cv = cv >= 0 ? find(buf, le, end, f->markers[0], f->marker_lens[0]) : -1;
         if (sv < le) sv = sv >= 0 ? find(buf, le, end, f->markers[1], f->marker_lens[1]) : -1;
-        Py_ssize_t pos_json = pos;
+        Py_ssize_t pos_json = pos, le_json = le;
         pos = nxt;
         Py_ssize_t ls = buf[ms] == '\n' ? ms + 1 : rfind_nl(buf, start, ms) + 1;
-        if (!tail_ok(f, buf, le)) { CALL(line_cb, "nn", ls, le); Py_DECREF(r); continue; }
-        if (f->pair != NULL) { /* count mode */
-            int counted = count_line(f, buf, &h, pos_json, le);
-            if (counted < 0) goto fail;
-            if (!counted) { CALL(line_cb, "nn", ls, le); Py_DECREF(r); }
-            continue;
-        }
-        const char *tid = buf + h.a[0];
-        Py_ssize_t slot = slot_of(f, tid, h.n[0], NULL);
-        if (slot == -3) goto fail;
-        if (slot < 0) continue;
-        Slot *s = SLOT(f, slot);
-        if (!s->ev && !f->fold_aggs) continue;
-        const char *layer = buf + h.a[1], *bnd = buf + h.a[2], *slug = buf + h.a[3], *ts = buf + h.a[4];
-        const char *outcome = buf + h.a[6];
-        Name *b = name_of(f, bnd, h.n[2]);
-        if (!b) goto fail;
-        TsFacts tf; TsRef ref;
-        if (ts_facts_of(f, ts, h.n[4], mono_offset_of_digits(buf + h.a[5], h.n[5]), &tf) < 0) goto fail;
-        if (head_ts_ref(ts, h.n[4], &tf, &ref) < 0) goto fail;
-        int bad_ts = !tf.canonical_ok;
-        int plain = 0;
-        if (s->ev && (plain = plain_line(f, buf, &h, b, pos_json, le)) < 0) {
-            if (ref.kind == 2) Py_DECREF(ref.obj);
-            goto fail;
-        }
-        int failed = outcome_failed(f, outcome, h.n[6]);
-        PyObject *env = NULL;
-        if (s->ev && !plain) {
-            /* the body: Python parses and folds it; it says no for a broken line */
-            PyObject *key = tf.has_key ? key_object(tf.key) : Py_NewRef(Py_None);
-            if (!key) { if (ref.kind == 2) Py_DECREF(ref.obj); goto fail; }
-            r = PyObject_CallFunction(body_cb, "nnnnNii", slot, ms, pos_json, le, key, bad_ts && f->fold_aggs, 0);
-            if (!r) { if (ref.kind == 2) Py_DECREF(ref.obj); goto fail; }
-            if (r == Py_None) { Py_DECREF(r); if (ref.kind == 2) Py_DECREF(ref.obj); continue; }
-            env = r;
-            s = SLOT(f, slot); /* Python ran (slots stay where they are: chunks) */
-        } else if (bad_ts && f->fold_aggs) {
-            if (ref.kind == 2) Py_DECREF(ref.obj);
-            CALL(malformed_cb, "n", ms); Py_DECREF(r);
-            continue;
-        }
-        if (f->fold_aggs) {
-            if (agg_fold(f, s, tf.canonical, layer, h.n[1], b, slug, h.n[3], failed) < 0) goto fail_env;
-            if (f->keep_lines) {
-                if (keep_place(f, s, block, ls, le) < 0) goto fail_env;
-                if (!s->ev && b->llm_response) { /* a deferred test's LLM time, for the report */
-                    r = PyObject_CallFunction(body_cb, "nnnnOii", slot, ms, pos_json, le, Py_None, 0, 1);
-                    if (!r) goto fail_env;
-                    Py_DECREF(r);
-                    s = SLOT(f, slot);
-                }
+        int wrapped = 0;
+        if (!tail_ok(f, buf, le)) {
+            /* colour codes or white space after the tail, behind a prefix: maybe certain */
+            le_json = marked && le - ls <= f->max_line ? unwrapped_end(f, buf, pos_json, le) : -1;
+            if (le_json < 0 || !prefix_reads_plain(buf, ls, ms, le)) {
+                if (line_to_python(&p, ls, le) < 0) goto fail;
+                continue;
             }
+            wrapped = 1;
         }
-        if (env != NULL) { /* the parsed envelope's own head, as Evidence.add reads it */
-            int rc = ev_head_env(f, SLOT(f, slot), env);
-            Py_DECREF(env); env = NULL;
-            if (rc < 0) goto fail_ref;
-        } else if (s->ev) {
-            int known;
-            int lc = layer_class_of(layer, h.n[1], &known);
-            if (!known) lc = b->layer_class;
-            if (ev_head(s, b, lc, failed, tf.has_key, tf.key, &ref) < 0) goto fail_ref;
-        }
-        if (ref.kind == 2) Py_DECREF(ref.obj);
-        continue;
-    fail_env:
-        Py_XDECREF(env);
-    fail_ref:
-        if (ref.kind == 2) Py_DECREF(ref.obj);
-        goto fail;
+        if (fold_line(f, &p, buf, &h, ms, pos_json, le_json, ls, le, wrapped) < 0) goto fail;
     }
-    if (gap < end && (cv >= 0 || sv >= 0)) { CALL(gap_cb, "nn", gap, end); Py_DECREF(r); }
-#undef CALL
+    if (gap < end && (cv >= 0 || sv >= 0) && fold_gap(f, &p, gap, end) < 0) goto fail;
     PyBuffer_Release(&view);
     Py_RETURN_NONE;
 fail:
@@ -1214,7 +1435,7 @@ static void Folder_dealloc(Folder *f) {
     for (int k = 0; k < f->n_fields; k++) { PyMem_Free(f->fields[k].name); PyMem_Free(f->fields[k].literal); }
     char *owned[] = {f->head, f->prefix, f->jprefix, f->markers[0], f->markers[1], f->middle, f->end,
                      f->tails[0], f->tails[1], f->failed[0], f->failed[1], f->failed[2], f->failed[3],
-                     f->accounting, f->llm_response};
+                     f->accounting, f->llm_response, f->scratch};
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) PyMem_Free(owned[i]);
     Py_XDECREF(f->k_boundary); Py_XDECREF(f->k_layer); Py_XDECREF(f->k_outcome); Py_XDECREF(f->k_ts);
     Py_XDECREF(f->k_mono); Py_XDECREF(f->k_slug); Py_XDECREF(f->k_test_id);
@@ -1236,15 +1457,15 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
     static char *names[] = {"fields", "head", "prefix", "java_prefix", "markers", "middle", "end", "tails",
                             "tail_room", "failed", "accounting", "llm_response", "terminal_bits", "backend_bit",
                             "admit", "boundary_info", "ts_facts", "loads", "fold_aggs", "keep_lines", "max_tests",
-                            "pair", NULL};
+                            "max_line", "pair", NULL};
     PyObject *fields, *head, *prefix, *jprefix, *markers, *middle, *end, *tails, *failed, *accounting, *llm, *bits;
     PyObject *admit, *info, *tsf, *loads, *pair = Py_None;
-    Py_ssize_t tail_room, keep_lines, max_tests;
+    Py_ssize_t tail_room, keep_lines, max_tests, max_line;
     int backend_bit, fold_aggs;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!SSSO!SSO!nO!SSO!iOOOOpnn|O", names, &PyTuple_Type, &fields, &head,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!SSSO!SSO!nO!SSO!iOOOOpnnn|O", names, &PyTuple_Type, &fields, &head,
                                      &prefix, &jprefix, &PyTuple_Type, &markers, &middle, &end, &PyTuple_Type, &tails,
                                      &tail_room, &PyTuple_Type, &failed, &accounting, &llm, &PyDict_Type, &bits,
-                                     &backend_bit, &admit, &info, &tsf, &loads, &fold_aggs, &keep_lines, &max_tests, &pair))
+                                     &backend_bit, &admit, &info, &tsf, &loads, &fold_aggs, &keep_lines, &max_tests, &max_line, &pair))
         return -1;
     if (PyTuple_GET_SIZE(fields) > MAX_FIELDS || PyTuple_GET_SIZE(markers) != 2 || PyTuple_GET_SIZE(tails) != 2 ||
         PyTuple_GET_SIZE(failed) > 4) {
@@ -1285,7 +1506,7 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
     f->admit = Py_NewRef(admit); f->boundary_info = Py_NewRef(info); f->ts_facts = Py_NewRef(tsf);
     f->loads = Py_NewRef(loads);
     f->pair = pair == Py_None ? NULL : Py_NewRef(pair);
-    f->fold_aggs = fold_aggs; f->keep_lines = keep_lines; f->max_tests = max_tests;
+    f->fold_aggs = fold_aggs; f->keep_lines = keep_lines; f->max_tests = max_tests; f->max_line = max_line;
     if (!(f->k_boundary = PyUnicode_InternFromString("boundary")) || !(f->k_layer = PyUnicode_InternFromString("layer")) ||
         !(f->k_outcome = PyUnicode_InternFromString("outcome")) || !(f->k_ts = PyUnicode_InternFromString("ts")) ||
         !(f->k_mono = PyUnicode_InternFromString("mono_ns")) || !(f->k_slug = PyUnicode_InternFromString("slug")) ||
@@ -1298,7 +1519,7 @@ static PyObject *Folder_get_untracked(Folder *f, void *c) { return PyLong_FromLo
 
 static PyMethodDef Folder_methods[] = {
     {"buffer", (PyCFunction)Folder_buffer, METH_VARARGS,
-     "buffer(buf, start, end, block, gap, line, body, malformed): fold the lines of buf[start:end]."},
+     "buffer(buf, start, end, block, line, body, malformed): fold the lines of buf[start:end]."},
     {"fold_env", (PyCFunction)Folder_fold_env, METH_VARARGS,
      "fold_env(env, block, ls, le) -> slot, -1 (nothing more) or -2 (ts is not a time)."},
     {"take", (PyCFunction)Folder_take, METH_O, "take(slot) -> (agg, kept, head) of one test, its memory handed back."},

@@ -112,11 +112,7 @@ class _Counting:
                 tally.seen(value, lambda: f"{name}:{counter.at(ls)}")
                 consume(value)
 
-        def gap(lo: int, hi: int) -> None:
-            for ls, le in fold.gap_lines(buf, lo, hi):
-                line(ls, le)
-
-        self.folder.buffer(buf, 0, len(buf), 0, gap, line, None, None)
+        self.folder.buffer(buf, 0, len(buf), 0, line, None, None)
 
     def finish(self) -> None:
         if self.stats is None:

@@ -48,7 +48,7 @@ from cvdiag.contract.schema import (
 )
 from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, order_key
 from cvdiag.read._compiled import CFOLD
-from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, Tally, coerce, parse_span
+from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, MAX_LINE, Tally, coerce, parse_span
 from cvdiag.read.scan import LineCounter
 from cvdiag.read.split import Share, Window
 
@@ -131,7 +131,7 @@ def compiled_folder(**callbacks: Any) -> Any:
         fields=_C_FIELDS, head=_HEAD, prefix=_PREFIX, java_prefix=_JAVA_PREFIX, markers=(_CV, _SV),
         middle=_PLAIN_MIDDLE, end=_PLAIN_END, tails=_TAILS, tail_room=_TAIL_ROOM, failed=tuple(sorted(_FAILED)),
         accounting=ACCOUNTING_PREFIX.encode(), llm_response=_LLM_RESPONSE, terminal_bits=_TERMINAL_BITS,
-        backend_bit=_BACKEND, ts_facts=_ts_facts, loads=orjson.loads, **callbacks,
+        backend_bit=_BACKEND, ts_facts=_ts_facts, loads=orjson.loads, max_line=MAX_LINE, **callbacks,
     )  # fmt: skip
 
 
@@ -430,9 +430,6 @@ class Fold:
         counter = LineCounter(buf, base)
         fold_aggs, evidences, tally = self.fold_aggs, self._slot_evidence, self.tally
 
-        def gap(lo: int, hi: int) -> None:
-            self._gap(buf, lo, hi, name, counter, count, block)
-
         def line(ls: int, le: int) -> None:
             self._line(buf, ls, le, name, counter, count, block)
 
@@ -458,7 +455,7 @@ class Fold:
         def malformed(ms: int) -> None:
             self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
 
-        self._c.buffer(buf, start, end, block, gap, line, body, malformed)
+        self._c.buffer(buf, start, end, block, line, body, malformed)
 
     def _plain(self, boundary: bytes) -> bool:
         plain = self._head_only.get(boundary)
