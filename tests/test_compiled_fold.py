@@ -264,6 +264,11 @@ _MONO_PAST_INT64 = {
 )
 @given(lines=st.lists(_LINE, min_size=1, max_size=40), keep=st.sampled_from([0, 3]))
 @example(lines=[(_MONO_PAST_INT64, 0)], keep=3)
+@example(  # a body read from its metadata alone: only where JSON reads every integer as one
+    lines=[(_MONO_PAST_INT64, 0), ({**_MONO_PAST_INT64, "boundary": "backend.llm.call.start", "mono_ns": 1}, 0),
+           ({**_MONO_PAST_INT64, "boundary": "backend.llm.call.start", "metadata": {"provider": "p"}}, 0)],
+    keep=0,
+)  # fmt: skip
 def test_any_log_folds_alike(
     lines: list[tuple[dict[str, Any], int]], keep: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -103,6 +103,17 @@ class Evidence(Facts):
         except Exception:
             self.skipped += 1
 
+    def add_metadata(self, boundary: str, key: int | None, outcome: str, metadata: Any, duration_ms: Any) -> None:
+        """``add_body`` of an envelope in the emitter's plain layout (every edge header null),
+        given what the compiled fold read of it: its metadata object, parsed alone, and its
+        head fields. Most bodies a log holds are such: the rest of the line is not parsed."""
+        try:
+            handler = _BODY_HANDLERS.get(boundary)
+            if handler is not None and not boundary.startswith(ACCOUNTING_PREFIX):
+                handler(self, as_mapping(metadata), outcome, key, {"duration_ms": duration_ms})
+        except Exception:
+            self.skipped += 1
+
     def take_head(self, head: tuple) -> None:
         """The head facts the compiled fold kept for this test (``_cfold.c``'s ``results``):
         what ``_fold_head`` and the head-only handlers would have left."""

@@ -641,6 +641,7 @@ static int ev_head_env(Folder *f, Slot *s, PyObject *env) {
 typedef struct {
     Py_ssize_t a[N_CAPTURES], n[N_CAPTURES];
     Py_ssize_t end;
+    Py_ssize_t num_a, num_n; /* the last null-or-integer field (duration_ms): its text, n 0 for null */
     int long_int; /* an integer of more than 18 digits: JSON may read it as a float */
 } Head;
 
@@ -671,7 +672,7 @@ static int match_int(const char *buf, Py_ssize_t *i, Py_ssize_t le, Head *h) {
 static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le, Head *h) {
     Py_ssize_t i = pos;
     int cap = 0;
-    h->long_int = 0;
+    h->long_int = 0; h->num_a = h->num_n = 0;
     for (int k = 0; k < f->n_fields; k++) {
         Field *fd = &f->fields[k];
         if (!starts(buf, i, le, fd->name, fd->name_len)) return 0;
@@ -701,8 +702,10 @@ static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le,
             break;
         }
         case K_NULL_OR_INT:
+            h->num_a = i; h->num_n = 0;
             if (starts(buf, i, le, "null", 4)) i += 4;
             else if (!match_int(buf, &i, le, h)) return 0;
+            else h->num_n = i - h->num_a;
             break;
         }
     }
@@ -1074,12 +1077,46 @@ typedef struct {
     const char *buf;
     Py_ssize_t len, start;
     long long block;
-    PyObject *line_cb, *body_cb, *malformed_cb;
+    PyObject *line_cb, *body_cb, *metadata_cb, *malformed_cb;
 } Pass;
 
 /* Python reads the line buf[ls:le] (fold.Fold._line, or count's line). */
 static int line_to_python(Pass *p, Py_ssize_t ls, Py_ssize_t le) {
     PyObject *r = PyObject_CallFunction(p->line_cb, "nn", ls, le);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* Whether the body of a canonical line of boundary ``b`` can be read from its metadata
+ * alone: the plain layout (all edge headers null, so nothing beyond the head and the
+ * metadata), an emitter ts, integers JSON reads as integers, and nothing a report keeps
+ * from the whole envelope. 1 yes, 0 no, -1 error. */
+static int metadata_only(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
+                         Py_ssize_t pos_json, Py_ssize_t le_json) {
+    if (p->metadata_cb == Py_None || !tf->canonical_ok || h->long_int || b->accounting ||
+        (f->keep_lines && b->llm_response))
+        return 0;
+    return plain_shaped(f, src, h, pos_json, le_json);
+}
+
+/* metadata(slot, boundary, key, outcome, start, end, duration_ms): Python folds what the
+ * metadata object at src[start:end] says (Evidence.add_metadata), the head being folded here. */
+static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
+                         Py_ssize_t slot, Py_ssize_t le_json) {
+    PyObject *key = key_object(tf->key);
+    PyObject *outcome = key ? PyUnicode_DecodeUTF8(src + h->a[6], h->n[6], "replace") : NULL;
+    PyObject *duration = NULL;
+    if (outcome) {
+        if (h->num_n == 0) duration = Py_NewRef(Py_None);
+        else {
+            char digits_[24];
+            memcpy(digits_, src + h->num_a, h->num_n); digits_[h->num_n] = 0; /* at most 19 bytes: no long_int */
+            duration = PyLong_FromString(digits_, NULL, 10);
+        }
+    }
+    if (!duration) { Py_XDECREF(key); Py_XDECREF(outcome); return -1; }
+    PyObject *r = PyObject_CallFunction(p->metadata_cb, "nONNnnN", slot, b->str, key, outcome, h->end + f->middle_len,
+                                        le_json - f->end_len, duration);
     Py_XDECREF(r);
     return r ? 0 : -1;
 }
@@ -1122,7 +1159,12 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
     if (s->ev && (plain = wrapped ? 1 : plain_line(f, src, h, b, pos_json, le_json)) < 0) goto fail_ref;
     int failed = outcome_failed(f, outcome, h->n[6]);
     PyObject *env = NULL;
-    if (s->ev && !plain) {
+    int slim = 0;
+    if (s->ev && !plain && (slim = metadata_only(f, p, src, h, b, &tf, pos_json, le_json)) < 0) goto fail_ref;
+    if (slim) {
+        if (fold_metadata(f, p, src, h, b, &tf, slot, le_json) < 0) goto fail_ref;
+        s = SLOT(f, slot); /* Python ran */
+    } else if (s->ev && !plain) {
         /* the body: Python parses and folds it; it says no for a broken line */
         PyObject *key = tf.has_key ? key_object(tf.key) : Py_NewRef(Py_None);
         if (!key) goto fail_ref;
@@ -1216,7 +1258,8 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
     Pass p;
-    if (!PyArg_ParseTuple(args, "y*nnLOOO", &view, &start, &end, &p.block, &p.line_cb, &p.body_cb, &p.malformed_cb))
+    if (!PyArg_ParseTuple(args, "y*nnLOOOO", &view, &start, &end, &p.block, &p.line_cb, &p.body_cb, &p.metadata_cb,
+                          &p.malformed_cb))
         return NULL;
     if (f->loads == NULL) {
         PyBuffer_Release(&view);
@@ -1519,7 +1562,7 @@ static PyObject *Folder_get_untracked(Folder *f, void *c) { return PyLong_FromLo
 
 static PyMethodDef Folder_methods[] = {
     {"buffer", (PyCFunction)Folder_buffer, METH_VARARGS,
-     "buffer(buf, start, end, block, line, body, malformed): fold the lines of buf[start:end]."},
+     "buffer(buf, start, end, block, line, body, metadata, malformed): fold the lines of buf[start:end]."},
     {"fold_env", (PyCFunction)Folder_fold_env, METH_VARARGS,
      "fold_env(env, block, ls, le) -> slot, -1 (nothing more) or -2 (ts is not a time)."},
     {"take", (PyCFunction)Folder_take, METH_O, "take(slot) -> (agg, kept, head) of one test, its memory handed back."},

@@ -452,10 +452,13 @@ class Fold:
             evidences[slot].add_body(env)
             return env
 
+        def metadata(slot: int, boundary: str, key: int, outcome: str, a: int, b: int, duration_ms: Any) -> None:
+            evidences[slot].add_metadata(boundary, key, outcome, orjson.loads(buf[a:b]), duration_ms)
+
         def malformed(ms: int) -> None:
             self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
 
-        self._c.buffer(buf, start, end, block, line, body, malformed)
+        self._c.buffer(buf, start, end, block, line, body, metadata, malformed)
 
     def _plain(self, boundary: bytes) -> bool:
         plain = self._head_only.get(boundary)
