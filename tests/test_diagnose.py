@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import cvdiag.diagnosis
 from cvdiag.contract.timestamps import order_key, parse_ts
-from cvdiag.diagnosis import CLASSES, Diagnosis, Evidence, Thresholds, classify, diagnose
+from cvdiag.diagnosis import CLASSES, Diagnosis, Evidence, Thresholds, class_of, classify, diagnose
 from cvdiag.diagnosis._picks import earliest, latest
 from cvdiag.diagnosis.rules import RULES
 from cvdiag.testing import envelope
@@ -151,8 +151,8 @@ def test_classes_are_the_rules_classes_each_once_in_precedence_order():
     assert len(set(CLASSES)) == len(CLASSES)
 
 
-def test_the_package_face_is_the_six_public_names():
-    public = ["CLASSES", "Diagnosis", "Evidence", "Thresholds", "classify", "diagnose"]
+def test_the_package_face_is_the_seven_public_names():
+    public = ["CLASSES", "Diagnosis", "Evidence", "Thresholds", "class_of", "classify", "diagnose"]
     assert sorted(cvdiag.diagnosis.__all__) == public
     assert all(getattr(cvdiag.diagnosis, name, None) is not None for name in public)
 
@@ -206,6 +206,37 @@ def test_the_first_and_last_envelope_follow_the_rules_of_every_first_and_last_va
     assert evidence.first_boundary == (first.value if first else None)
     assert evidence.last_boundary == (last.value if last else None)
     assert evidence.last_backend_boundary == (last_backend.value if last_backend else None)
+
+
+def test_class_of_is_the_class_and_the_verdict_has_the_whole_summary_on_the_corpus():
+    """``class_of`` names the class ``classify`` names without making the summary (a rule
+    makes it only where it reads a fact), and a verdict's evidence is the whole summary,
+    its keys first and in order, then what the rules added."""
+    made = 0
+    summary = Evidence.summary
+
+    def counted(self, log_end=None):
+        nonlocal made
+        made += 1
+        return summary(self, log_end)
+
+    records = _records()
+    for record in records:
+        ev = Evidence("t")
+        for env in record["events"]:
+            ev.add(env)
+        thresholds = Thresholds(**record.get("thresholds", {}))
+        end = parse_ts(record["log_end"]) if record.get("log_end") else None
+        verdict = classify(ev, thresholds, log_end=end)
+        want = ev.summary(end)
+        assert list(verdict.evidence)[: len(want)] == list(want), record["name"]
+        assert {k: verdict.evidence[k] for k in want} == want, record["name"]
+        Evidence.summary = counted
+        try:
+            assert class_of(ev, thresholds, log_end=end) == verdict.cls, record["name"]
+        finally:
+            Evidence.summary = summary
+    assert made < len(records) // 2  # most tests are judged without reading a fact
 
 
 def test_classify_is_repeatable_on_the_same_evidence():

@@ -15,13 +15,54 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cvdiag.diagnosis.evidence import Evidence
-from cvdiag.diagnosis.result import Diagnosis, Thresholds
+from cvdiag.diagnosis.result import Diagnosis, Finding, Thresholds
 from cvdiag.diagnosis.rules import RULES
 
 #: Every class ``classify`` can return, in precedence order (the first rule that matches wins).
 CLASSES: tuple[str, ...] = tuple(rule.cls for rule in RULES)
 
 _DEFAULTS = Thresholds()
+
+
+class _Facts(dict):
+    """The evidence's summary as the rules read and extend it, made the first time a rule
+    reads a fact it has not written: most tests are judged without reading one, and a
+    summary costs about a third of a verdict. ``whole`` gives it as ``classify`` always
+    did: the summary's keys in order, then the ones the rules added."""
+
+    __slots__ = ("_evidence", "_filled", "_log_end")
+
+    def __init__(self, evidence: Evidence, log_end: float | None) -> None:
+        super().__init__()
+        self._evidence, self._log_end, self._filled = evidence, log_end, False
+
+    def __missing__(self, key: str) -> Any:
+        if self._filled:
+            raise KeyError(key)
+        self._fill()
+        return self[key]
+
+    def _fill(self) -> None:
+        written = dict(self)
+        self.clear()
+        self.update(self._evidence.summary(self._log_end))
+        self.update(written)
+        self._filled = True
+
+    def whole(self) -> dict:
+        if not self._filled:
+            self._fill()
+        return dict(self)
+
+
+def _judge(evidence: Evidence, thresholds: Thresholds, log_end: float | None) -> tuple[str, Finding, _Facts]:
+    """(class, finding, facts) of the first rule of ``RULES`` that matches."""
+    facts = _Facts(evidence, log_end)
+    for rule in RULES:
+        finding = rule.match(evidence, thresholds, log_end, facts)
+        if finding is not None:
+            return rule.cls, finding, facts
+    raise AssertionError("the last rule always matches")  # pragma: no cover
 
 
 def classify(evidence: Evidence, thresholds: Thresholds = _DEFAULTS, *, log_end: float | None = None) -> Diagnosis:
@@ -31,12 +72,13 @@ def classify(evidence: Evidence, thresholds: Thresholds = _DEFAULTS, *, log_end:
     call that never answered ("started 41.2 s before the log ends"). Without it the
     test's own last event is used.
     """
-    facts = evidence.summary(log_end)
-    for rule in RULES:
-        finding = rule.match(evidence, thresholds, log_end, facts)
-        if finding is not None:
-            return Diagnosis(evidence.test_id, rule.cls, finding.confidence, finding.reason, facts)
-    raise AssertionError("the last rule always matches")  # pragma: no cover
+    cls, finding, facts = _judge(evidence, thresholds, log_end)
+    return Diagnosis(evidence.test_id, cls, finding.confidence, finding.reason, facts.whole())
+
+
+def class_of(evidence: Evidence, thresholds: Thresholds = _DEFAULTS, *, log_end: float | None = None) -> str:
+    """``classify(...).cls`` without the verdict's evidence summary, for a table of classes."""
+    return _judge(evidence, thresholds, log_end)[0]
 
 
 def diagnose(
@@ -52,4 +94,4 @@ def diagnose(
     return classify(evidence or Evidence(""), thresholds, log_end=log_end)
 
 
-__all__ = ["CLASSES", "Diagnosis", "Evidence", "Thresholds", "classify", "diagnose"]
+__all__ = ["CLASSES", "Diagnosis", "Evidence", "Thresholds", "class_of", "classify", "diagnose"]

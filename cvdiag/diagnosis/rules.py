@@ -609,7 +609,7 @@ def frontend_hydration(ev: Evidence, th: Thresholds, log_end: float | None, fact
 def ok(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding:
     if not ev.events:
         return Finding(0.1, "No usable envelope for this test id; nothing to diagnose.")
-    status = facts["http_status"]
+    status = ev.worst_status()
     recovered = ev.llm_errors if ev.llm_recovered() else 0  # failed attempts a retry made good
     if _failed(ev, recovered):
         exit_ = value_of(ev.probe_exit)

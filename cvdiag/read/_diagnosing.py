@@ -133,17 +133,17 @@ def _verdicts(
 ) -> dict[bytes, Any]:
     """Each test's class, or its verdict as JSON (brief for a test ``detail`` does not
     show); evidence is let go as it is judged."""
-    from cvdiag.diagnosis import Thresholds, classify
+    from cvdiag.diagnosis import Thresholds, class_of, classify
 
     thresholds = Thresholds(slow_s=task.slow_s)
     keep_json, detail = task.keep_json, task.detail
     out = {}
     while evidence:
         tid, ev = evidence.popitem()
-        d = classify(ev, thresholds, log_end=log_end)
         if not keep_json:
-            out[tid] = d.cls
+            out[tid] = class_of(ev, thresholds, log_end=log_end)
             continue
+        d = classify(ev, thresholds, log_end=log_end)
         verdict = d.to_json()
         if detail is not None and tid in aggs:
             test_id = tid.decode("utf-8", "replace")
