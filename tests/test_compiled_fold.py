@@ -391,6 +391,18 @@ def test_any_wrapped_log_folds_and_counts_alike(
     assert counted == read
 
 
+def test_a_head_with_bytes_past_ascii_is_read_as_the_python_fold_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain line is folded from its head only when the head is ASCII (so valid UTF-8):
+    one with a broken UTF-8 byte in a string is JSON orjson refuses, one with a real
+    character is JSON it reads; either way both folds agree."""
+    line = PREFIX.encode() + _dumps(_PLAIN_EVENT)
+    for bad in (b"\xff", b"\xc3", "ü".encode()):
+        for field in (b'"slug":"', b'"demo":"', b'"span_id":"', b'"test_id":"w-'):
+            log = line.replace(field, field + bad, 1) + b"\n" + line + b"\n"
+            compiled, python = _fold_both(log, monkeypatch)
+            _assert_same(compiled, python)
+
+
 def test_the_compiled_fold_is_what_the_cli_runs(tmp_path: Path) -> None:
     """A fold made for ``Evidence`` takes the compiled path; a class without ``take_head`` does not."""
 

@@ -643,15 +643,18 @@ typedef struct {
     Py_ssize_t end;
     Py_ssize_t num_a, num_n; /* the last null-or-integer field (duration_ms): its text, n 0 for null */
     int long_int; /* an integer of more than 18 digits: JSON may read it as a float */
+    unsigned char high; /* the bytes of its strings OR-ed: bit 7 set for a byte past ASCII */
 } Head;
 
-static int match_string(const char *buf, Py_ssize_t *i, Py_ssize_t le) {
+static int match_string(const char *buf, Py_ssize_t *i, Py_ssize_t le, Head *h) {
     if (*i >= le || buf[*i] != '"') return 0;
     Py_ssize_t j = *i + 1;
+    unsigned char high = 0;
     while (j < le) {
         unsigned char c = (unsigned char)buf[j];
-        if (c == '"') { *i = j + 1; return 1; }
+        if (c == '"') { *i = j + 1; h->high |= high; return 1; }
         if (c == '\\' || c < 0x20) return 0;
+        high |= c;
         j++;
     }
     return 0;
@@ -672,7 +675,7 @@ static int match_int(const char *buf, Py_ssize_t *i, Py_ssize_t le, Head *h) {
 static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le, Head *h) {
     Py_ssize_t i = pos;
     int cap = 0;
-    h->long_int = 0; h->num_a = h->num_n = 0;
+    h->long_int = 0; h->num_a = h->num_n = 0; h->high = 0;
     for (int k = 0; k < f->n_fields; k++) {
         Field *fd = &f->fields[k];
         if (!starts(buf, i, le, fd->name, fd->name_len)) return 0;
@@ -684,16 +687,16 @@ static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le,
             break;
         case K_CAPTURE_STR: {
             Py_ssize_t a = i;
-            if (!match_string(buf, &i, le)) return 0;
+            if (!match_string(buf, &i, le, h)) return 0;
             h->a[cap] = a + 1; h->n[cap++] = i - a - 2;
             break;
         }
         case K_STR:
-            if (!match_string(buf, &i, le)) return 0;
+            if (!match_string(buf, &i, le, h)) return 0;
             break;
         case K_NULL_OR_STR:
             if (starts(buf, i, le, "null", 4)) i += 4;
-            else if (!match_string(buf, &i, le)) return 0;
+            else if (!match_string(buf, &i, le, h)) return 0;
             break;
         case K_CAPTURE_INT: {
             Py_ssize_t a = i;
@@ -859,30 +862,30 @@ static int head_ts_ref(const char *t, Py_ssize_t n, const TsFacts *tf, TsRef *re
 /* Whether a canonical line is in the emitter's plain layout: all-null edge headers, the
  * fixed tail, an ASCII head (valid UTF-8) and metadata that is a JSON object, so it is
  * certainly valid JSON with no key twice at its top. 1 yes, 0 no, -1 error. */
-static int plain_shaped(Folder *f, const char *buf, const Head *h, Py_ssize_t pos_json, Py_ssize_t le) {
+static int plain_shaped(Folder *f, const char *buf, const Head *h, Py_ssize_t le) {
     Py_ssize_t md = h->end + f->middle_len, md_end = le - f->end_len;
     if (md > md_end || memcmp(buf + h->end, f->middle, f->middle_len) != 0 ||
-        memcmp(buf + md_end, f->end, f->end_len) != 0 || !is_ascii(buf + pos_json, h->end - pos_json))
+        memcmp(buf + md_end, f->end, f->end_len) != 0 || (h->high & 0x80)) /* an ASCII head: the rest of it is */
         return 0;
     return is_object(f, buf, md, md_end);
 }
 
 /* Whether a canonical line of boundary ``b`` says nothing beyond its head: a boundary whose
  * head says all, in the plain layout. 1 yes, 0 no, -1 error. */
-static int plain_line(Folder *f, const char *buf, const Head *h, const Name *b, Py_ssize_t pos_json, Py_ssize_t le) {
-    return b->plain ? plain_shaped(f, buf, h, pos_json, le) : 0;
+static int plain_line(Folder *f, const char *buf, const Head *h, const Name *b, Py_ssize_t le) {
+    return b->plain ? plain_shaped(f, buf, h, le) : 0;
 }
 
 /* -- count mode (stats): envelopes per (slug, boundary, outcome) ------------------- */
 /* Count a canonical line in C when it is certainly a valid envelope that says nothing
  * beyond its head (no metadata to read, a time, integers JSON reads as integers): 1
  * counted, 0 for Python to read, -1 error. */
-static int count_line(Folder *f, const char *buf, Head *h, Py_ssize_t pos_json, Py_ssize_t le) {
+static int count_line(Folder *f, const char *buf, Head *h, Py_ssize_t le) {
     Name *b = name_of(f, buf + h->a[2], h->n[2]);
     if (!b) return -1;
     int64_t secs; int ms;
     if (h->long_int || !emitter_ts(f, buf + h->a[4], h->n[4], &secs, &ms)) return 0;
-    int o = plain_line(f, buf, h, b, pos_json, le);
+    int o = plain_line(f, buf, h, b, le);
     if (o <= 0) return o;
     /* the key: slug, boundary and outcome, each ended by a NUL (none of them holds one) */
     Py_ssize_t n = h->n[3] + h->n[2] + h->n[6] + 2;
@@ -1005,13 +1008,13 @@ static int prefix_reads_plain(const char *buf, Py_ssize_t ls, Py_ssize_t ms, Py_
     return n < 6 || memmem(out, n, "CVDIAG", 6) == NULL;
 }
 
-/* Whether a wrapped line, head h, JSON src[pos_json:le_json], is certainly the envelope its
+/* Whether a wrapped line, head h, JSON ending at src[le_json], is certainly the envelope its
  * head shows, whatever the pass does with it: plain layout, no integer JSON may read as a
  * float, a ts in the emitter's shape. 1 yes, 0 no, -1 error. */
-static int wrapped_certain(Folder *f, const char *src, const Head *h, Py_ssize_t pos_json, Py_ssize_t le_json) {
+static int wrapped_certain(Folder *f, const char *src, const Head *h, Py_ssize_t le_json) {
     int64_t secs; int ms;
     if (h->long_int || !emitter_ts(f, src + h->a[4], h->n[4], &secs, &ms)) return 0;
-    return plain_shaped(f, src, h, pos_json, le_json);
+    return plain_shaped(f, src, h, le_json);
 }
 
 /* The text of the Docker json-file record buf[ls:le] (its "log" string, unescaped) in
@@ -1092,11 +1095,11 @@ static int line_to_python(Pass *p, Py_ssize_t ls, Py_ssize_t le) {
  * metadata), an emitter ts, integers JSON reads as integers, and nothing a report keeps
  * from the whole envelope. 1 yes, 0 no, -1 error. */
 static int metadata_only(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
-                         Py_ssize_t pos_json, Py_ssize_t le_json) {
+                         Py_ssize_t le_json) {
     if (p->metadata_cb == Py_None || !tf->canonical_ok || h->long_int || b->accounting ||
         (f->keep_lines && b->llm_response))
         return 0;
-    return plain_shaped(f, src, h, pos_json, le_json);
+    return plain_shaped(f, src, h, le_json);
 }
 
 /* metadata(slot, boundary, key, outcome, start, end, duration_ms): Python folds what the
@@ -1129,14 +1132,14 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
                      Py_ssize_t le_json, Py_ssize_t ls, Py_ssize_t le, int wrapped) {
     PyObject *r;
     if (wrapped) {
-        int certain = wrapped_certain(f, src, h, pos_json, le_json);
+        int certain = wrapped_certain(f, src, h, le_json);
         if (certain <= 0) return certain < 0 ? -1 : line_to_python(p, ls, le);
     }
     if (f->pair != NULL) { /* count mode */
         /* scan.hits reads a line with colour codes unwrapped: codes before the marker too */
         if (!wrapped && ms > ls && memchr(src + ls, 0x1b, ms - ls) && !prefix_reads_plain(src, ls, ms, le))
             return line_to_python(p, ls, le);
-        int counted = count_line(f, src, h, pos_json, le_json);
+        int counted = count_line(f, src, h, le_json);
         if (counted < 0) return -1;
         return counted ? 0 : line_to_python(p, ls, le);
     }
@@ -1156,11 +1159,11 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
     if (head_ts_ref(ts, h->n[4], &tf, &ref) < 0) return -1;
     int bad_ts = !tf.canonical_ok;
     int plain = 0;
-    if (s->ev && (plain = wrapped ? 1 : plain_line(f, src, h, b, pos_json, le_json)) < 0) goto fail_ref;
+    if (s->ev && (plain = wrapped ? 1 : plain_line(f, src, h, b, le_json)) < 0) goto fail_ref;
     int failed = outcome_failed(f, outcome, h->n[6]);
     PyObject *env = NULL;
     int slim = 0;
-    if (s->ev && !plain && (slim = metadata_only(f, p, src, h, b, &tf, pos_json, le_json)) < 0) goto fail_ref;
+    if (s->ev && !plain && (slim = metadata_only(f, p, src, h, b, &tf, le_json)) < 0) goto fail_ref;
     if (slim) {
         if (fold_metadata(f, p, src, h, b, &tf, slot, le_json) < 0) goto fail_ref;
         s = SLOT(f, slot); /* Python ran */
