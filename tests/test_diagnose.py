@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import cvdiag.diagnosis
 from cvdiag.contract.timestamps import order_key, parse_ts
-from cvdiag.diagnosis import CLASSES, Diagnosis, Evidence, Thresholds, class_of, classify, diagnose
+from cvdiag.diagnosis import CLASSES, Diagnosis, Evidence, Thresholds, classify, diagnose, judge
 from cvdiag.diagnosis._picks import earliest, latest
 from cvdiag.diagnosis.rules import RULES
 from cvdiag.testing import envelope
@@ -151,8 +151,8 @@ def test_classes_are_the_rules_classes_each_once_in_precedence_order():
     assert len(set(CLASSES)) == len(CLASSES)
 
 
-def test_the_package_face_is_the_seven_public_names():
-    public = ["CLASSES", "Diagnosis", "Evidence", "Thresholds", "class_of", "classify", "diagnose"]
+def test_the_package_face_is_the_eight_public_names():
+    public = ["CLASSES", "Diagnosis", "Evidence", "Judgement", "Thresholds", "classify", "diagnose", "judge"]
     assert sorted(cvdiag.diagnosis.__all__) == public
     assert all(getattr(cvdiag.diagnosis, name, None) is not None for name in public)
 
@@ -208,10 +208,11 @@ def test_the_first_and_last_envelope_follow_the_rules_of_every_first_and_last_va
     assert evidence.last_backend_boundary == (last_backend.value if last_backend else None)
 
 
-def test_class_of_is_the_class_and_the_verdict_has_the_whole_summary_on_the_corpus():
-    """``class_of`` names the class ``classify`` names without making the summary (a rule
-    makes it only where it reads a fact), and a verdict's evidence is the whole summary,
-    its keys first and in order, then what the rules added."""
+def test_a_judgement_makes_the_summary_only_when_asked_for_it_on_the_corpus():
+    """``judge`` names the class ``classify`` names without making the summary (a rule makes
+    it only where it reads a fact that is not one of ``Evidence.CHEAP_FACTS``); a verdict's
+    evidence is the whole summary, its keys first and in order, then what the rules added;
+    a verdict of a few facts has those, as the summary has them."""
     made = 0
     summary = Evidence.summary
 
@@ -233,9 +234,14 @@ def test_class_of_is_the_class_and_the_verdict_has_the_whole_summary_on_the_corp
         assert {k: verdict.evidence[k] for k in want} == want, record["name"]
         Evidence.summary = counted
         try:
-            assert class_of(ev, thresholds, log_end=end) == verdict.cls, record["name"]
+            judged = judge(ev, thresholds, log_end=end)
+            assert judged.cls == verdict.cls, record["name"]
+            cheap = judged.diagnosis(Evidence.CHEAP_FACTS)
         finally:
             Evidence.summary = summary
+        assert cheap.evidence == {k: want[k] for k in Evidence.CHEAP_FACTS}, record["name"]
+        assert (cheap.cls, cheap.reason, cheap.confidence) == (verdict.cls, verdict.reason, verdict.confidence)
+        assert judged.diagnosis() == verdict
     assert made < len(records) // 2  # most tests are judged without reading a fact
 
 

@@ -26,9 +26,10 @@ _DEFAULTS = Thresholds()
 
 class _Facts(dict):
     """The evidence's summary as the rules read and extend it, made the first time a rule
-    reads a fact it has not written: most tests are judged without reading one, and a
-    summary costs about a third of a verdict. ``whole`` gives it as ``classify`` always
-    did: the summary's keys in order, then the ones the rules added."""
+    reads a fact it has not written and that is not one of ``Evidence.CHEAP_FACTS``: most
+    tests are judged without it, and a summary costs about a third of a verdict.
+    ``whole`` gives it as a verdict always had it: the summary's keys in order, then the
+    ones the rules added."""
 
     __slots__ = ("_evidence", "_filled", "_log_end")
 
@@ -39,6 +40,10 @@ class _Facts(dict):
     def __missing__(self, key: str) -> Any:
         if self._filled:
             raise KeyError(key)
+        cheap = Evidence.CHEAP_FACTS.get(key)
+        if cheap is not None:
+            value = self[key] = cheap(self._evidence, self._log_end)
+            return value
         self._fill()
         return self[key]
 
@@ -55,30 +60,39 @@ class _Facts(dict):
         return dict(self)
 
 
-def _judge(evidence: Evidence, thresholds: Thresholds, log_end: float | None) -> tuple[str, Finding, _Facts]:
-    """(class, finding, facts) of the first rule of ``RULES`` that matches."""
+class Judgement:
+    """What the rules found for one test: its class at once, its verdict on demand."""
+
+    __slots__ = ("_facts", "cls", "finding", "test_id")  # not a dataclass: see Evidence
+
+    def __init__(self, test_id: str, cls: str, finding: Finding, facts: _Facts) -> None:
+        self.test_id, self.cls, self.finding, self._facts = test_id, cls, finding, facts
+
+    def diagnosis(self, facts: Iterable[str] | None = None) -> Diagnosis:
+        """The verdict, with the whole evidence summary, or only the ``facts`` named."""
+        evidence = self._facts.whole() if facts is None else {k: self._facts[k] for k in facts}
+        return Diagnosis(self.test_id, self.cls, self.finding.confidence, self.finding.reason, evidence)
+
+
+def judge(evidence: Evidence, thresholds: Thresholds = _DEFAULTS, *, log_end: float | None = None) -> Judgement:
+    """The first rule of ``RULES`` that matches one test, as a ``Judgement``: ``.cls`` for a
+    table of classes, ``.diagnosis()`` for the verdict. Pure, no I/O."""
     facts = _Facts(evidence, log_end)
     for rule in RULES:
         finding = rule.match(evidence, thresholds, log_end, facts)
         if finding is not None:
-            return rule.cls, finding, facts
+            return Judgement(evidence.test_id, rule.cls, finding, facts)
     raise AssertionError("the last rule always matches")  # pragma: no cover
 
 
 def classify(evidence: Evidence, thresholds: Thresholds = _DEFAULTS, *, log_end: float | None = None) -> Diagnosis:
-    """The class of one test: the first rule of ``RULES`` that matches. Pure, no I/O.
+    """The verdict of one test: the first rule of ``RULES`` that matches. Pure, no I/O.
 
     ``log_end`` is the epoch time of the last ``ts`` in all inputs; it dates an LLM
     call that never answered ("started 41.2 s before the log ends"). Without it the
     test's own last event is used.
     """
-    cls, finding, facts = _judge(evidence, thresholds, log_end)
-    return Diagnosis(evidence.test_id, cls, finding.confidence, finding.reason, facts.whole())
-
-
-def class_of(evidence: Evidence, thresholds: Thresholds = _DEFAULTS, *, log_end: float | None = None) -> str:
-    """``classify(...).cls`` without the verdict's evidence summary, for a table of classes."""
-    return _judge(evidence, thresholds, log_end)[0]
+    return judge(evidence, thresholds, log_end=log_end).diagnosis()
 
 
 def diagnose(
@@ -94,4 +108,4 @@ def diagnose(
     return classify(evidence or Evidence(""), thresholds, log_end=log_end)
 
 
-__all__ = ["CLASSES", "Diagnosis", "Evidence", "Thresholds", "class_of", "classify", "diagnose"]
+__all__ = ["CLASSES", "Diagnosis", "Evidence", "Judgement", "Thresholds", "classify", "diagnose", "judge"]

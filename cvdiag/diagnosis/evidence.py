@@ -13,9 +13,9 @@ Pure: no I/O, no clock, no Starlette or structlog (the CLI imports this at start
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from sys import intern
-from typing import Any
+from typing import Any, ClassVar
 
 from cvdiag.contract.schema import ACCOUNTING_PREFIX, FAILURE_OUTCOMES, LAYERS
 from cvdiag.contract.timestamps import key_seconds, order_key
@@ -269,7 +269,6 @@ class Evidence(Facts):
         duration_ms = None
         if self.first_key is not None and self.last_key is not None:
             duration_ms = round((key_seconds(self.last_key) - key_seconds(self.first_key)) * 1000.0, 1)
-        ttfb = self.first_byte
         last_start = self.llm_last_start
         return {
             "events": self.events,
@@ -280,7 +279,7 @@ class Evidence(Facts):
             "last_ts": self.last_ts,
             "duration_ms": duration_ms,
             "failures": self.failures,
-            "ttfb_ms": ttfb if isinstance(ttfb, float) and ttfb >= 0 else None,
+            "ttfb_ms": self.ttfb_ms(),
             "llm_calls": {
                 "started": self.llm_starts,
                 "answered": self.llm_responses,
@@ -314,6 +313,18 @@ class Evidence(Facts):
             "last_boundary": self.last_boundary,
             "last_backend_boundary": self.last_backend_boundary,
         }
+
+    def ttfb_ms(self) -> float | None:
+        """Milliseconds from ingress to the backend's first byte, when it said."""
+        ttfb = self.first_byte
+        return ttfb if isinstance(ttfb, float) and ttfb >= 0 else None
+
+    #: Facts of the summary that cost a call, not the summary: (evidence, log_end) -> value.
+    CHEAP_FACTS: ClassVar[Mapping[str, Callable[[Evidence, float | None], Any]]] = {
+        "ttfb_ms": lambda ev, log_end: ev.ttfb_ms(),
+        "open_llm_call_s": lambda ev, log_end: ev.open_llm_call_s(log_end),
+        "http_status": lambda ev, log_end: ev.worst_status(),
+    }
 
     def failed_attempts(self) -> int:
         """LLM attempts that failed: the err responses, or more when a retry count says so."""

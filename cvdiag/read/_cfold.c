@@ -1092,13 +1092,11 @@ static int line_to_python(Pass *p, Py_ssize_t ls, Py_ssize_t le) {
 
 /* Whether the body of a canonical line of boundary ``b`` can be read from its metadata
  * alone: the plain layout (all edge headers null, so nothing beyond the head and the
- * metadata), an emitter ts, integers JSON reads as integers, and nothing a report keeps
- * from the whole envelope. 1 yes, 0 no, -1 error. */
+ * metadata), an emitter ts, integers JSON reads as integers (a report's LLM time is the
+ * head's duration_ms). 1 yes, 0 no, -1 error. */
 static int metadata_only(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
                          Py_ssize_t le_json) {
-    if (p->metadata_cb == Py_None || !tf->canonical_ok || h->long_int || b->accounting ||
-        (f->keep_lines && b->llm_response))
-        return 0;
+    if (p->metadata_cb == Py_None || !tf->canonical_ok || h->long_int || b->accounting) return 0;
     return plain_shaped(f, src, h, le_json);
 }
 

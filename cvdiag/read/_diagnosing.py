@@ -59,11 +59,6 @@ class Detail:
     def wants(self, test_id: str, status: str, cls: str | None) -> bool:
         return self.everything or status == "fail" or cls not in (None, "ok") or test_id in self.ids
 
-    def brief(self, verdict: dict[str, Any]) -> dict[str, Any]:
-        """The verdict with only ``facts`` of its evidence."""
-        evidence = verdict["evidence"]
-        return {**verdict, "evidence": {k: evidence[k] for k in self.facts if k in evidence}}
-
 
 class Diagnosing:
     """What one process diagnoses: the tests ``share`` owns, judged against ``log_end``
@@ -133,21 +128,19 @@ def _verdicts(
 ) -> dict[bytes, Any]:
     """Each test's class, or its verdict as JSON (brief for a test ``detail`` does not
     show); evidence is let go as it is judged."""
-    from cvdiag.diagnosis import Thresholds, class_of, classify
+    from cvdiag.diagnosis import Thresholds, judge
 
     thresholds = Thresholds(slow_s=task.slow_s)
     keep_json, detail = task.keep_json, task.detail
     out = {}
     while evidence:
         tid, ev = evidence.popitem()
+        judged = judge(ev, thresholds, log_end=log_end)
         if not keep_json:
-            out[tid] = class_of(ev, thresholds, log_end=log_end)
+            out[tid] = judged.cls
             continue
-        d = classify(ev, thresholds, log_end=log_end)
-        verdict = d.to_json()
-        if detail is not None and tid in aggs:
-            test_id = tid.decode("utf-8", "replace")
-            if not detail.wants(test_id, aggs[tid].status, d.cls):
-                verdict = detail.brief(verdict)
-        out[tid] = verdict
+        facts = None  # the whole summary, unless the report shows the test by its index row only
+        if detail is not None and tid in aggs and not detail.wants(ev.test_id, aggs[tid].status, judged.cls):
+            facts = detail.facts
+        out[tid] = judged.diagnosis(facts).to_json()
     return out

@@ -421,7 +421,9 @@ class Fold:
         self._slot_tids, self._slot_evidence, self._llm_ms = [], [], {}  # ``evidence`` holds them: let go with it
 
     def _add_llm_ms(self, slot: int, env: dict[str, Any] | None) -> None:
-        d = _llm_ms(env)
+        self._add_llm_time(slot, _llm_ms(env))
+
+    def _add_llm_time(self, slot: int, d: float | None) -> None:
         if d is not None:
             self._llm_ms[slot] = self._llm_ms.get(slot, 0.0) + d
 
@@ -454,6 +456,8 @@ class Fold:
 
         def metadata(slot: int, boundary: str, key: int, outcome: str, a: int, b: int, duration_ms: Any) -> None:
             evidences[slot].add_metadata(boundary, key, outcome, orjson.loads(buf[a:b]), duration_ms)
+            if self.kept is not None and boundary == _LLM_RESPONSE_TEXT:  # a report adds up the LLM time
+                self._add_llm_time(slot, finite_ms(duration_ms))
 
         def malformed(ms: int) -> None:
             self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
