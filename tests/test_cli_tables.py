@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 from cvdiag_cli import on_a_terminal, run
+from hypothesis import given
+from hypothesis import strategies as st
 from logkit import aborted, compact, envelope, errored, happy, write
+
+from cvdiag.face.render import _common_length, unique_prefixes
 
 # Ids minted in one millisecond share their first 15 characters (time, version), and
 # two of these share 35: a fixed-length prefix cannot tell them apart.
@@ -190,3 +194,19 @@ def test_compare_stats_and_validate_fit_the_terminal(tmp_path: Path, mode: str, 
     assert rows["llm_latency_ms"] == ["4", *["480", "ms"] * 4]
     out = _output(mode, ["validate", "app.log"], width, tmp_path)
     assert out == "checked 37 envelopes: 0 invalid, 0 malformed lines\n"
+
+
+@given(st.lists(st.text(alphabet="ab-0", max_size=14), max_size=30), st.text(alphabet="ab-0", max_size=14))
+def test_unique_prefixes_name_each_id_alone(ids: list[str], other: str) -> None:
+    """Each prefix is as short as can be (at least 8) and no other id starts with it,
+    unless the id is itself another's prefix (then it is given whole)."""
+    assert _common_length(other, other + "x") == len(other)
+    assert _common_length(other, "") == 0
+    common = os.path.commonprefix  # characters are what is compared here, not paths
+    assert all(_common_length(a, b) == len(common([a, b])) for a in ids for b in (other, *ids))
+    prefixes = unique_prefixes(ids)
+    for i, p in prefixes.items():
+        assert i.startswith(p) and (len(p) >= min(8, len(i)))
+        others = [j for j in prefixes if j != i and j.startswith(p)]
+        assert not others or p == i
+        assert len(p) <= 8 or any(j != i and j.startswith(p[:-1]) for j in prefixes)
