@@ -128,8 +128,12 @@ def unique_prefixes(ids: Sequence[str], shortest: int = 8) -> dict[str, str]:
 
 
 def _common_length(a: str, b: str) -> int:
-    """How many first characters ``a`` and ``b`` share: a bisection of slices compared in
-    C, a few steps for ids that share a dozen characters (a loop over them costs more)."""
+    """How many first characters ``a`` and ``b`` share. Two ASCII ids of one length (UUIDs)
+    as numbers: their XOR's highest bit is in the first byte that differs. Else a
+    bisection of slices compared in C (a loop over a dozen shared characters costs more)."""
+    if len(a) == len(b) and a.isascii() and b.isascii():
+        differ = int.from_bytes(a.encode(), "big") ^ int.from_bytes(b.encode(), "big")
+        return len(a) - (differ.bit_length() + 7) // 8
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:
         mid = (lo + hi + 1) // 2
