@@ -432,7 +432,7 @@ def test_without_the_compiled_fold_a_big_input_says_so(
     assert cli.main(["tests", str(log)]) == 0
     out = capsys.readouterr()
     assert "t-1" in out.out
-    assert "reading at Python speed (about 3x slower): the compiled fold is not built" in out.err
+    assert "reading at Python speed (about 5x slower): the compiled fold is not built" in out.err
     monkeypatch.setenv("CVDIAG_COMPILED", "0")  # asked for: nothing to say
     assert cli.main(["tests", str(log)]) == 0
     assert "compiled fold" not in capsys.readouterr().err

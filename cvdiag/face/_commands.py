@@ -84,7 +84,7 @@ def _progress(sources: list[Source], *, folds: bool = False) -> Progress:
 
         if not fold.compiled() and os.environ.get("CVDIAG_COMPILED", "1") != "0":
             say(
-                "cvdiag: reading at Python speed (about 3x slower): the compiled fold is not built; "
+                "cvdiag: reading at Python speed (about 5x slower): the compiled fold is not built; "
                 "reinstall cvdiag where a C compiler and the Python headers are (gcc, python3-dev)"
             )
     return Progress(size)
