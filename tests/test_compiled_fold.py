@@ -382,13 +382,7 @@ def test_any_wrapped_log_folds_and_counts_alike(
         else:
             text = f"{_ESC}[2m{text}{_ESC}[0m" if wrap == "docker-colour" else text
             out.append(_docker(text, ascii_only=wrap == "docker-ascii"))
-    data = b"\n".join(out) + b"\n"
-    compiled, python = _fold_both(data, monkeypatch, keep_lines=3)
-    _assert_same(compiled, python)
-    path = tmp_path_factory.mktemp("wrapped") / "wrapped.log"
-    path.write_bytes(data)
-    counted, read = _stats_both(path, monkeypatch)
-    assert counted == read
+    _fold_and_count_alike(b"\n".join(out) + b"\n", monkeypatch, tmp_path_factory.mktemp("wrapped"), keep_lines=3)
 
 
 def test_a_head_with_bytes_past_ascii_is_read_as_the_python_fold_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -452,6 +446,16 @@ def _stats_both(path: Path, monkeypatch: pytest.MonkeyPatch, max_rows: int = 10_
         m.setattr(fold, "_CFOLD", None)
         python = run()
     return compiled, python
+
+
+def _fold_and_count_alike(data: bytes, monkeypatch: pytest.MonkeyPatch, folder: Path, *, keep_lines: int) -> None:
+    """``data`` folded and counted (``stats``, from a file in ``folder``) both ways, alike."""
+    compiled, python = _fold_both(data, monkeypatch, keep_lines=keep_lines)
+    _assert_same(compiled, python)
+    path = folder / "both.log"
+    path.write_bytes(data)
+    counted, read = _stats_both(path, monkeypatch)
+    assert counted == read
 
 
 def test_stats_counts_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -572,14 +576,8 @@ def test_lines_with_any_bytes_changed_fold_and_count_alike(
         else:
             del log[at:]  # a cut
             log += b"\n"
-    data = bytes(log)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        compiled, python = _fold_both(data, monkeypatch, keep_lines=4)
-        _assert_same(compiled, python)
-        path = tmp_path_factory.mktemp("fuzz") / "edited.log"
-        path.write_bytes(data)
-        counted, read = _stats_both(path, monkeypatch)
-    assert counted == read
+        _fold_and_count_alike(bytes(log), monkeypatch, tmp_path_factory.mktemp("fuzz"), keep_lines=4)
 
 
 def test_a_pass_left_unfinished_is_collected(tmp_path: Path) -> None:
