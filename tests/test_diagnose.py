@@ -240,6 +240,7 @@ def test_a_judgement_makes_the_summary_only_when_asked_for_it_on_the_corpus():
         finally:
             Evidence.summary = summary
         assert cheap.evidence == {k: want[k] for k in Evidence.CHEAP_FACTS}, record["name"]
+        assert judged.diagnosis(("no such fact", "events")).evidence == {"events": want["events"]}
         assert (cheap.cls, cheap.reason, cheap.confidence) == (verdict.cls, verdict.reason, verdict.confidence)
         assert judged.diagnosis() == verdict
     assert made < len(records) // 2  # most tests are judged without reading a fact

@@ -69,8 +69,17 @@ class Judgement:
         self.test_id, self.cls, self.finding, self._facts = test_id, cls, finding, facts
 
     def diagnosis(self, facts: Iterable[str] | None = None) -> Diagnosis:
-        """The verdict, with the whole evidence summary, or only the ``facts`` named."""
-        evidence = self._facts.whole() if facts is None else {k: self._facts[k] for k in facts}
+        """The verdict, with the whole evidence summary, or only the ``facts`` named (those
+        the summary has)."""
+        if facts is None:
+            evidence = self._facts.whole()
+        else:
+            evidence = {}
+            for name in facts:
+                try:
+                    evidence[name] = self._facts[name]
+                except KeyError:
+                    continue  # not a fact of the summary
         return Diagnosis(self.test_id, self.cls, self.finding.confidence, self.finding.reason, evidence)
 
 

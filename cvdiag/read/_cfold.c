@@ -5,10 +5,12 @@
  * fixed tail -- and keeps, per test, what Fold.fold (the row) and Evidence._fold_head (the
  * counts and the places in time of the diagnosis) keep, in C. Python is called only
  * for what it alone decides: a test seen for the first time (admit), a boundary name
- * seen for the first time (boundary_info), a line not in the canonical layout (line,
- * gap), a line whose body the diagnosis needs (body), a time not in the emitter's shape
- * (ts_facts), a metadata object to prove (loads). Lines are taken in file order, so
- * every first/last value is picked as the Python fold picks it.
+ * seen for the first time (boundary_info), a line not in the canonical layout (line;
+ * lines behind colour codes and Docker json-file records are read here where the general
+ * parser certainly reads the same envelope), the metadata of a body the diagnosis needs
+ * (metadata), or the whole line when it is not in the emitter's plain layout (body), a
+ * time not in the emitter's shape (ts_facts), a metadata object to prove (loads). Lines
+ * are taken in file order, so every first/last value is picked as the Python fold picks it.
  *
  * Nothing here is a rule of the diagnosis: take() hands the counts back, and
  * Python puts them where the rules read them (fold.py, evidence.py).

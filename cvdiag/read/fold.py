@@ -16,9 +16,11 @@ middle and tail show the line is valid JSON.
 When the compiled fold (``_cfold``, built from ``_cfold.c`` at install) is there, it
 runs this same pass in C: the canonical lines, each test's row and the head facts of
 its diagnosis are kept there, and only what Python alone decides comes back here (a
-test or a boundary name met the first time, a line in another shape, a body the
-diagnosis reads). ``CVDIAG_COMPILED=0`` turns it off; both paths give the same rows and
-the same verdicts (``tests/test_compiled_fold.py``).
+test or a boundary name met the first time, a line in another shape, the metadata of a
+body the diagnosis reads). It also reads the lines behind colour codes and in Docker
+json-file records where the general parser certainly reads the same envelope from them,
+which this path leaves to it. ``CVDIAG_COMPILED=0`` turns it off; both paths give the
+same rows and the same verdicts (``tests/test_compiled_fold.py``).
 
 Which part of the inputs a fold reads is ``split``'s business; what is done with the
 evidence, ``_diagnosing``'s.
