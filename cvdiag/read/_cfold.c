@@ -987,6 +987,16 @@ static Py_ssize_t unwrapped_end(Folder *f, const char *buf, Py_ssize_t pos_json,
     return k == 2 || memchr(buf + pos_json, 0x1b, e - pos_json) ? -1 : e;
 }
 
+/* Where the marker right before the head at buf[pos] starts (``CVDIAG `` or
+ * ``CVDIAG_EVENT ``), or -1 when there is none. */
+static Py_ssize_t marker_before(Folder *f, const char *buf, Py_ssize_t pos) {
+    if (pos >= f->prefix_len && memcmp(buf + pos - f->prefix_len, f->prefix, f->prefix_len) == 0)
+        return pos - f->prefix_len;
+    if (pos >= f->jprefix_len && memcmp(buf + pos - f->jprefix_len, f->jprefix, f->jprefix_len) == 0)
+        return pos - f->jprefix_len;
+    return -1;
+}
+
 /* Whether the text buf[ls:ms] before a wrapped line's marker, colour codes taken out as
  * unwrap takes them (one pass, left to right), leaves the marker at ms the first one of
  * the line, and starts with nothing unwrap reads as another wrapper (Docker's "{", a CRI
@@ -1222,14 +1232,9 @@ static int fold_docker(Folder *f, Pass *p, Py_ssize_t ls, Py_ssize_t le) {
     Py_ssize_t n = docker_text(f, p->buf, ls, le);
     if (n <= 0) return (int)n;
     const char *q = f->scratch;
-    Py_ssize_t pos = find(q, 0, n, f->head, f->head_len), ms;
-    if (pos < 0) return 0;
-    if (pos >= f->prefix_len && memcmp(q + pos - f->prefix_len, f->prefix, f->prefix_len) == 0)
-        ms = pos - f->prefix_len;
-    else if (pos >= f->jprefix_len && memcmp(q + pos - f->jprefix_len, f->jprefix, f->jprefix_len) == 0)
-        ms = pos - f->jprefix_len;
-    else
-        return 0; /* bare JSON or another prefix: the general parser's */
+    Py_ssize_t pos = find(q, 0, n, f->head, f->head_len);
+    Py_ssize_t ms = pos < 0 ? -1 : marker_before(f, q, pos);
+    if (ms < 0) return 0; /* no head, bare JSON or another prefix: the general parser's */
     Head h;
     if (!match_head(f, q, pos, n, &h)) return 0;
     Py_ssize_t le_json = unwrapped_end(f, q, pos, n);
@@ -1283,15 +1288,11 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
         Py_ssize_t le = find_nl(buf, pos, end);
         if (le < 0) le = end;
         Py_ssize_t nxt = find(buf, le, end, f->head, f->head_len);
-        Py_ssize_t ms;
-        int marked = 1; /* after CVDIAG or CVDIAG_EVENT, not a bare line */
-        if (pos >= f->prefix_len && memcmp(buf + pos - f->prefix_len, f->prefix, f->prefix_len) == 0)
-            ms = pos - f->prefix_len;
-        else if (pos >= f->jprefix_len && memcmp(buf + pos - f->jprefix_len, f->jprefix, f->jprefix_len) == 0)
-            ms = pos - f->jprefix_len;
-        else if (pos == 0 || buf[pos - 1] == '\n')
-            ms = pos ? pos - 1 : 0, marked = 0;
-        else { pos = nxt; continue; }
+        Py_ssize_t ms = marker_before(f, buf, pos);
+        int marked = ms >= 0; /* after CVDIAG or CVDIAG_EVENT, not a bare line */
+        if (!marked && (pos == 0 || buf[pos - 1] == '\n'))
+            ms = pos ? pos - 1 : 0;
+        else if (!marked) { pos = nxt; continue; }
         if (!match_head(f, buf, pos, le, &h) || ms < gap) { pos = nxt; continue; }
         if (((cv >= 0 && cv < ms) || (sv >= 0 && sv < ms)) && fold_gap(f, &p, gap, ms) < 0) goto fail;
         gap = le;
