@@ -1141,17 +1141,17 @@ static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, con
 static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms, Py_ssize_t pos_json,
                      Py_ssize_t le_json, Py_ssize_t ls, Py_ssize_t le, int wrapped) {
     PyObject *r;
-    if (wrapped) {
-        int certain = wrapped_certain(f, src, h, le_json);
-        if (certain <= 0) return certain < 0 ? -1 : line_to_python(p, ls, le);
-    }
-    if (f->pair != NULL) { /* count mode */
+    if (f->pair != NULL) { /* count mode: count_line counts only what wrapped_certain would take */
         /* scan.hits reads a line with colour codes unwrapped: codes before the marker too */
         if (!wrapped && ms > ls && memchr(src + ls, 0x1b, ms - ls) && !prefix_reads_plain(src, ls, ms, le))
             return line_to_python(p, ls, le);
         int counted = count_line(f, src, h, le_json);
         if (counted < 0) return -1;
         return counted ? 0 : line_to_python(p, ls, le);
+    }
+    if (wrapped) {
+        int certain = wrapped_certain(f, src, h, le_json);
+        if (certain <= 0) return certain < 0 ? -1 : line_to_python(p, ls, le);
     }
     Py_ssize_t slot = slot_of(f, src + h->a[0], h->n[0], NULL);
     if (slot == -3) return -1;
@@ -1173,7 +1173,8 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
     int failed = outcome_failed(f, outcome, h->n[6]);
     PyObject *env = NULL;
     int slim = 0;
-    if (s->ev && !plain && (slim = metadata_only(f, p, src, h, b, &tf, le_json)) < 0) goto fail_ref;
+    /* a head-only boundary not in the plain layout was proven so just now: not again */
+    if (s->ev && !plain && !b->plain && (slim = metadata_only(f, p, src, h, b, &tf, le_json)) < 0) goto fail_ref;
     if (slim) {
         if (fold_metadata(f, p, src, h, b, &tf, slot, le_json) < 0) goto fail_ref;
         s = SLOT(f, slot); /* Python ran */

@@ -456,9 +456,11 @@ class Fold:
             evidences[slot].add_body(env)
             return env
 
+        keeps = self.kept is not None
+
         def metadata(slot: int, boundary: str, key: int, outcome: str, a: int, b: int, duration_ms: Any) -> None:
             evidences[slot].add_metadata(boundary, key, outcome, orjson.loads(buf[a:b]), duration_ms)
-            if self.kept is not None and boundary == _LLM_RESPONSE_TEXT:  # a report adds up the LLM time
+            if keeps and boundary == _LLM_RESPONSE_TEXT:  # a report adds up the LLM time
                 self._add_llm_time(slot, finite_ms(duration_ms))
 
         def malformed(ms: int) -> None:
