@@ -397,6 +397,20 @@ def test_a_head_with_bytes_past_ascii_is_read_as_the_python_fold_reads_it(monkey
             _assert_same(compiled, python)
 
 
+def test_a_long_head_string_is_read_whole_wherever_its_odd_byte_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled fold reads a head's strings sixteen bytes at a time: a byte past ASCII,
+    a control character or an escape at any place of a long string, in a block or in
+    the bytes after the last whole block, is seen as the byte-at-a-time loop sees it."""
+    tid = "w-" + "0123456789abcdef" * 2 + "xyz"  # two whole blocks and a tail
+    line = PREFIX.encode() + _dumps({**_PLAIN_EVENT, "test_id": tid})
+    start = line.index(tid.encode())
+    for odd in (b"\xff", "ü".encode(), b"\x01", b"\x1f", b"\\u0041", b"\\"):
+        for at in range(len(tid) + 1):
+            log = line[: start + at] + odd + line[start + at :] + b"\n" + line + b"\n"
+            compiled, python = _fold_both(log, monkeypatch)
+            _assert_same(compiled, python)
+
+
 def test_the_compiled_fold_is_what_the_cli_runs(tmp_path: Path) -> None:
     """A fold made for ``Evidence`` takes the compiled path; a class without ``take_head`` does not."""
 
