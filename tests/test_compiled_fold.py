@@ -24,7 +24,7 @@ from logkit import docker_line, every_shape
 
 from cvdiag.contract.schema import JAVA_PREFIX, PREFIX
 from cvdiag.diagnosis import Evidence, Thresholds, classify
-from cvdiag.read import count, fold
+from cvdiag.read import count, fold, sources, split
 from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import resolve_sources
 from cvdiag.testing import envelope
@@ -447,15 +447,23 @@ def test_without_the_compiled_fold_a_big_input_says_so(
 
 
 def _stats_both(path: Path, monkeypatch: pytest.MonkeyPatch, max_rows: int = 10_000) -> tuple[Any, Any]:
-    """(compiled, Python) of ``stats`` over ``path``: rows, latencies, folded, the tally's notes."""
+    """(compiled, Python) of ``stats`` over ``path``: rows, latencies, folded, the tally's notes.
 
-    def run() -> Any:
+    The compiled count is also split between two processes, each counting a stretch of
+    small blocks (so a stretch starts mid-file, past rows, malformed lines and the cap):
+    it must give the one process's answer exactly."""
+
+    def run(jobs: int = 1) -> Any:
         tally = Tally()
-        found = count.collect(resolve_sources([str(path)]), tally, max_rows=max_rows)
+        found = count.collect(resolve_sources([str(path)]), tally, max_rows=max_rows, jobs=jobs)
         rows = found.boundary_rows()
         return rows, found.latency_rows(), found.folded, tally.note(), [list(r) for r in rows]
 
     compiled = run()
+    with monkeypatch.context() as m:
+        m.setattr(split, "PARALLEL_MIN_BYTES", 0)
+        m.setattr(sources, "_FILE_BLOCK", 256)
+        assert run(jobs=2) == compiled
     with monkeypatch.context() as m:
         m.setattr(fold, "_CFOLD", None)
         python = run()
@@ -487,6 +495,40 @@ def test_stats_counts_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         assert compiled == python, path.name
     compiled, python = _stats_both(log, monkeypatch, max_rows=7)  # rows past the cap, in file order
     assert python[2] > 0 and compiled == python
+
+
+def test_stats_in_two_processes_merge_past_the_cap_as_one_process_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first stretch fills the rows and folds the rest under (others); the second meets
+    a pair of each kind (a row, one the first folded, one new) and folds none itself: the
+    merge (not the count again in one process) gives the one process's rows, latencies
+    and folded count."""
+    early = [("a", "backend.response.complete"), ("b", "backend.sse.event"), ("c", "backend.sse.event")]
+    folded = [("d", "backend.response.complete"), ("e", "backend.sse.event")]
+    late = [("a", "backend.response.complete"), ("d", "backend.response.complete"), ("f", "backend.sse.event")]
+
+    def line(slug: str, boundary: str, n: int) -> bytes:
+        env = envelope(boundary, test_id=f"t-{n}", slug=slug, metadata={"total_duration_ms": 10 + n})
+        return PREFIX.encode() + _dumps(env) + b"\n"
+
+    first = b"".join(line(s, b, n) for n, (s, b) in enumerate(early + folded))
+    second = b"".join(line(s, b, n) for n, (s, b) in enumerate(late * 2))
+    path = tmp_path / "two.log"
+    path.write_bytes(first + b"x" * (len(second) - len(first) - 1) + b"\n" + second)  # the second half: second
+    monkeypatch.setattr(count, "_read", lambda *a: pytest.fail("counted again in one process"))
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sources, "_FILE_BLOCK", 256)
+    merged = count.collect(resolve_sources([str(path)]), Tally(), max_rows=3, jobs=2)
+    monkeypatch.undo()
+    one = count.collect(resolve_sources([str(path)]), Tally(), max_rows=3)
+    assert [r["slug"] for r in one.boundary_rows()] == ["(others)", "a", "b", "c"]
+    assert one.folded == 2 + 4 and [r["count"] for r in one.latency_rows()] == [3]
+    assert (merged.boundary_rows(), merged.latency_rows(), merged.folded) == (
+        one.boundary_rows(),
+        one.latency_rows(),
+        one.folded,
+    )
 
 
 @settings(

@@ -253,7 +253,7 @@ def stats(args: argparse.Namespace) -> int:
 
     sources = _sources(args.paths)
     tally, progress = Tally(), _progress(sources, folds=True)
-    found = collect(sources, tally, progress)
+    found = collect(sources, tally, progress, jobs=max(1, args.jobs))
     progress.close()
     _note(tally)
     if (note := found.note()) is not None:

@@ -79,6 +79,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     paths(sp)
 
     sp = command("stats", "per slug and boundary: counts, outcomes, latency percentiles")
+    sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
     paths(sp)
 
     sp = command("validate", "check every envelope strictly against schema v1")

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cvdiag.read import fold, rejoin
+from cvdiag.read import fold, rejoin, split
 from cvdiag.read.parsing import ENVELOPE, MALFORMED, Tally, parse_span
-from cvdiag.read.scan import LineCounter, hits_in, newlines
+from cvdiag.read.scan import LineCounter, hits_in
 from cvdiag.read.sources import Source
 from cvdiag.read.stats import MAX_ROWS, METRICS, Stats
 
@@ -25,12 +25,53 @@ _METRIC_BOUNDARIES = frozenset(boundary.encode() for boundary, _ in METRICS.valu
 
 
 def collect(
-    sources: list[Source], tally: Tally, progress: Callable[[int], None] | None = None, *, max_rows: int = MAX_ROWS
+    sources: list[Source],
+    tally: Tally,
+    progress: Callable[[int], None] | None = None,
+    *,
+    max_rows: int = MAX_ROWS,
+    jobs: int = 1,
 ) -> Stats:
-    """The ``Stats`` of every envelope of ``sources``, malformed lines counted in ``tally``."""
+    """The ``Stats`` of every envelope of ``sources``, malformed lines counted in ``tally``.
+
+    With ``jobs`` > 1, big regular files and the compiled fold, each process counts one
+    stretch of the inputs (``split.Share.stretch``) and the counts merge in input order:
+    the same ``Stats``, row cap and first malformed line as one process gives. A later
+    stretch that met more pairs than the cap alone may have folded a pair that an
+    earlier one made a row of: then the inputs are counted again in one process."""
+    parts = jobs if fold.compiled() and split.worth_splitting(sources, jobs) else 1
+    if parts > 1:
+        shares = [split.Share(sources, k, parts, progress if k == 0 else None) for k in range(parts)]
+        results = split.run_parts(_count_share, [(share, max_rows) for share in shares], parts)
+        if not any(part_stats.folded for part_stats, _ in results[1:]):
+            return _merged(results, tally)
     stats = Stats(max_rows)
-    _read(sources, tally, progress, stats.add, _METRIC_BOUNDARIES, stats)
+    _read(sources, tally, progress if parts == 1 else None, stats.add, _METRIC_BOUNDARIES, stats)
     return stats
+
+
+def _merged(results: list[tuple[Stats, Tally]], tally: Tally) -> Stats:
+    """The shares' counts as one, in input order, their tallies merged into ``tally``."""
+    stats = results[0][0]
+    for part_stats, part_tally in results:
+        if part_stats is not stats:
+            stats.merge(part_stats)
+        tally.merge(part_tally)
+    return stats
+
+
+def _count_share(task: tuple[split.Share, int]) -> tuple[Stats, Tally]:
+    """The ``Stats`` and ``Tally`` of one share's stretch: the work of one process."""
+    share, max_rows = task
+    stats, tally = Stats(max_rows), Tally()
+    progress = share.progress
+    counting = _Counting(stats, tally, stats.add, _METRIC_BOUNDARIES)
+    for buf, name, base in share.stretch():
+        counting.buffer(buf, name, base)
+        if progress is not None:
+            progress(len(buf) * share.parts)  # the first share's bytes stand for all of them
+    counting.finish()
+    return stats, tally
 
 
 def each_envelope(
@@ -57,14 +98,10 @@ def _read(
                 consume(hit.value)
         return
     counting = _Counting(stats, tally, consume, wanted)
-    for src in sources:
-        base = 1
-        for buf in src.blocks():
-            counting.buffer(buf, src.name, base)
-            if progress is not None:
-                progress(len(buf))
-            if isinstance(buf, bytes):
-                base += newlines(buf)
+    for buf, name, base in split.Share(sources).stretch():
+        counting.buffer(buf, name, base)
+        if progress is not None:
+            progress(len(buf))
     counting.finish()
 
 

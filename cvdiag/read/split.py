@@ -96,16 +96,39 @@ class Share:
     making a dataclass costs more than the rest of it.
     """
 
-    __slots__ = ("part", "parts", "progress", "sources")
+    __slots__ = ("part", "parts", "progress", "sources", "total")
 
     def __init__(
         self, sources: list[Source], part: int = 0, parts: int = 1, progress: Callable[[int], None] | None = None
     ) -> None:
         self.sources, self.part, self.parts, self.progress = sources, part, parts, progress
+        self.total = sum(s.size() for s in sources) if parts > 1 else 0  # what the stretches cut
 
     def owns(self) -> Callable[[bytes], bool] | None:
         """Which test ids this share diagnoses (None: all)."""
         return owner(self.part, self.parts) if self.parts > 1 else None
+
+    def stretch(self) -> Iterator[tuple[Any, str, int]]:
+        """(buffer, source name, line number of its first line) of the whole buffers that
+        start in the share's stretch of the inputs taken end to end (part k of n: its k-th
+        n-th of their bytes; the last part to the end): for a pass whose shares merge in
+        input order, so the first of anything is part 0's. A share after the first reads
+        the buffers before its stretch only to number its lines; the first stops at its end."""
+        lo = self.total * self.part // self.parts
+        hi = self.total * (self.part + 1) // self.parts if self.part < self.parts - 1 else None
+        for src in self.sources:
+            src.quiet = self.part > 0
+        at = 0
+        for src in self.sources:
+            base = 1
+            for buf in src.blocks():
+                if hi is not None and at >= hi:
+                    return
+                if at >= lo:
+                    yield buf, src.name, base
+                at += len(buf)
+                if isinstance(buf, bytes):
+                    base += scan.newlines(buf)
 
     def windows(self, *, by_range: bool) -> Iterator[Window]:
         """The share's line-aligned windows: its byte range of every buffer (``by_range``),

@@ -57,6 +57,14 @@ class Histogram:
         if self.max is None or v > self.max:
             self.max = v
 
+    def absorb(self, other: Histogram) -> None:
+        """``other``'s values added to these."""
+        for b, n in other.buckets.items():
+            self.buckets[b] = self.buckets.get(b, 0) + n
+        self.count += other.count
+        if other.max is not None and (self.max is None or other.max > self.max):
+            self.max = other.max
+
     def percentile(self, p: float) -> float | None:
         if not self.count:
             return None
@@ -122,13 +130,34 @@ class Stats:
             md = env.get("metadata")
             v = md.get(metric[1]) if isinstance(md, dict) else None
             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
-                h = self.latency.get((slug, metric[0]))
-                if h is None and len(self.latency) >= self.max_rows:
-                    slug = OTHER
-                    h = self.latency.get((slug, metric[0]))
-                if h is None:
-                    h = self.latency[(slug, metric[0])] = Histogram()
-                h.add(v)
+                self._histogram(slug, metric[0]).add(v)
+
+    def merge(self, later: Stats) -> None:
+        """``later``'s counts after this one's, as if its envelopes had come next: its rows
+        in the order it made them, each made here or folded under ``(others)`` (its latency
+        left out, as ``add`` leaves a folded envelope's) as ``row_for`` decides. Exact only
+        when ``later`` folded nothing: a pair it folded may be one of the rows here."""
+        for (slug, boundary), row in later.counts.items():
+            folded = False
+            for outcome, n in row.items():
+                if outcome == "count":
+                    continue
+                key, folded = self.row_for(slug, boundary, outcome)
+                self.add_counts(key, outcome, n, folded)
+            metric = _BY_BOUNDARY.get(boundary)
+            hist = later.latency.get((slug, metric[0])) if metric is not None else None
+            if hist is not None and not folded:
+                self._histogram(slug, metric[0]).absorb(hist)
+
+    def _histogram(self, slug: str, metric: str) -> Histogram:
+        """The histogram of ``(slug, metric)``, made now (or the others' past ``max_rows``)."""
+        h = self.latency.get((slug, metric))
+        if h is None and len(self.latency) >= self.max_rows:
+            slug = OTHER
+            h = self.latency.get((slug, metric))
+        if h is None:
+            h = self.latency[(slug, metric)] = Histogram()
+        return h
 
     def boundary_rows(self) -> list[dict[str, Any]]:
         return [{"slug": s, "boundary": b, **row} for (s, b), row in sorted(self.counts.items())]
