@@ -1687,6 +1687,51 @@ static PyObject *module_newlines(PyObject *self, PyObject *arg) {
     return PyLong_FromSsize_t(n);
 }
 
+/* read_block(fh, carry, size) -> (block, rest, n): carry and then up to size bytes read
+ * by fh.readinto into the new bytes object itself, cut after its last newline: block
+ * ends on it (b"" when there is none), rest is what follows, n the bytes read. The data
+ * is copied once, by the read, where carry + chunk and the cut copied all of it twice
+ * more. The memory is the new object's own until it is returned (the view is released). */
+static PyObject *module_read_block(PyObject *self, PyObject *args) {
+    PyObject *fh;
+    Py_buffer carry;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "Oy*n", &fh, &carry, &size)) return NULL;
+    if (size < 0) size = 0;
+    PyObject *block = PyBytes_FromStringAndSize(NULL, carry.len + size);
+    if (!block) { PyBuffer_Release(&carry); return NULL; }
+    char *p = PyBytes_AS_STRING(block);
+    Py_ssize_t have = carry.len;
+    memcpy(p, carry.buf, have);
+    PyBuffer_Release(&carry);
+    PyObject *view = PyMemoryView_FromMemory(p + have, size, PyBUF_WRITE);
+    if (!view) { Py_DECREF(block); return NULL; }
+    PyObject *r = PyObject_CallMethod(fh, "readinto", "O", view);
+    PyObject *released = PyObject_CallMethod(view, "release", NULL);
+    Py_DECREF(view);
+    if (!released) { /* a reader that kept the view: the memory must not be written later */
+        Py_XDECREF(r);
+        Py_DECREF(block);
+        return NULL;
+    }
+    Py_DECREF(released);
+    if (!r) { Py_DECREF(block); return NULL; }
+    Py_ssize_t n = r == Py_None ? 0 : PyLong_AsSsize_t(r);
+    Py_DECREF(r);
+    if (n < 0 || n > size) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_OSError, "readinto returned a count out of range");
+        Py_DECREF(block);
+        return NULL;
+    }
+    Py_ssize_t total = have + n;
+    const char *nl = total ? memrchr(p, '\n', total) : NULL;
+    Py_ssize_t end = nl ? nl - p + 1 : 0;
+    PyObject *rest = PyBytes_FromStringAndSize(p + end, total - end);
+    if (!rest) { Py_DECREF(block); return NULL; }
+    if (_PyBytes_Resize(&block, end) < 0) { Py_DECREF(rest); return NULL; }
+    return Py_BuildValue("NNn", block, rest, n);
+}
+
 /* The pages of the heap that are free, handed back to the system: a pass over a big log
  * leaves tens of MB free between live objects, which the RSS keeps until then. */
 static PyObject *module_release_free_memory(PyObject *self, PyObject *unused) {
@@ -1697,6 +1742,7 @@ static PyObject *module_release_free_memory(PyObject *self, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"read_block", module_read_block, METH_VARARGS, "carry and what fh reads next, cut after the last newline"},
     {"reuse_block_memory", module_reuse_block_memory, METH_NOARGS,
      "reuse_block_memory() -> whether the C allocator now keeps big blocks for reuse (glibc only)."},
     {"newlines", module_newlines, METH_O, "newlines(buffer) -> how many newline bytes it holds."},

@@ -91,15 +91,15 @@ class Source:
         lines = LineBlocks(self.name)
         got = 0
         while size is None or got < size:
-            chunk, error = _read_block(fh, read_size if size is None else min(read_size, size - got))
-            got += len(chunk)
-            for block in lines.feed(chunk):
+            n, blocks, error = lines.read(fh, read_size if size is None else min(read_size, size - got))
+            got += n
+            for block in blocks:
                 self.consumed += len(block)  # ``--follow`` goes on from the last whole line
                 yield block
             if error is not None:
                 print(f"cvdiag: {self.name}: read error after {got} bytes ({error})", file=sys.stderr)
                 break
-            if not chunk:
+            if not n:
                 if size is not None:  # the rest is gone: so is the end of the line it cut
                     lines.carry = b""
                     if not self.quiet:
@@ -234,6 +234,47 @@ class LineBlocks:
         self.carry = buf[cut:]
         if cut:
             yield buf[:cut]
+
+    def read(self, fh: BinaryIO, size: int) -> tuple[int, Iterator[bytes], BaseException | None]:
+        """(bytes read, the blocks they complete, the error that ended the input early) of
+        up to ``size`` more bytes of a plain file: read after the carry into one new block
+        where compiled (``_cfold.read_block``), else a chunk ``feed`` joins and cuts."""
+        from cvdiag.read._compiled import CFOLD
+
+        if CFOLD is None:
+            chunk, error = _read_block(fh, size)
+            return len(chunk), self.feed(chunk), error
+        try:
+            block, rest, n = CFOLD.read_block(fh, b"" if self.skipping else self.carry, size)
+        except OSError as exc:
+            return 0, iter(()), exc
+        return n, self._cut(block, rest) if n else iter(()), None
+
+    def _cut(self, block: bytes, rest: bytes) -> Iterator[bytes]:
+        """As ``feed`` cuts the carry and a chunk, given them already cut after their last
+        newline (``block``, then ``rest``): most often ``block`` is yielded as it is and
+        ``rest`` carried, with no copy."""
+        if self.skipping:  # the carry was left out: drop up to the over-long line's end
+            nl = block.find(b"\n")
+            if nl < 0:
+                return
+            self.skipping = False
+            block = block[nl + 1 :]
+        end = len(block)
+        if len(rest) > MAX_LINE:  # the last line is longer than any line kept
+            self.carry, self.skipping = b"", True
+            self._warn()
+            yield block + PLACEHOLDER_LONG + b"\n"
+            return
+        cut = rejoin.held_back(block, end) if end else 0
+        if end + len(rest) - cut > MAX_LINE:  # never hold back more than a line's worth
+            cut = end
+        if cut == end:
+            self.carry = rest
+        else:
+            self.carry, block = block[cut:] + rest, block[:cut]
+        if cut:
+            yield block
 
     def end(self, *, cut: bool = False) -> Iterator[bytes]:
         """The last block: the line still open (its newline never came), then the
