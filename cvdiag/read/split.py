@@ -1,10 +1,12 @@
 """The parallel split of a pass: which share of the inputs each process reads, and the processes.
 
-A share is either a byte range of every buffer (aggregates merge, so any line may go to
-any process) or every line of the tests whose id hashes to the process (a diagnosis needs
-all of a test's envelopes in one process). Workers are forked, so the loaded modules
-come for free. This module only cuts and runs: what a share does with its lines is the
-work handed to ``run_parts`` (``fold.aggregate_share``, ``_diagnosing.diagnose_share``).
+A share is a byte range of every buffer (aggregates merge, so any line may go to any
+process), a stretch of whole buffers (counts that merge in input order, so the first of
+anything is the first share's), or every line of the tests whose id hashes to the process
+(a diagnosis needs all of a test's envelopes in one process). Workers are forked, so the
+loaded modules come for free. This module only cuts and runs: what a share does with its
+lines is the work handed to ``run_parts`` (``fold.aggregate_share``, ``_diagnosing.diagnose_share``,
+``count._count_share``).
 """
 
 from __future__ import annotations
