@@ -1715,14 +1715,18 @@ static PyObject *module_read_block(PyObject *self, PyObject *args) {
     PyObject *view = PyMemoryView_FromMemory(p + have, size, PyBUF_WRITE);
     if (!view) { Py_DECREF(block); return NULL; }
     PyObject *r = PyObject_CallMethod(fh, "readinto", "O", view);
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback); /* readinto's error, kept across release() */
     PyObject *released = PyObject_CallMethod(view, "release", NULL);
     Py_DECREF(view);
     if (!released) { /* a reader that kept the view: the memory must not be written later */
+        Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(traceback);
         Py_XDECREF(r);
         Py_DECREF(block);
         return NULL;
     }
     Py_DECREF(released);
+    PyErr_Restore(type, value, traceback);
     if (!r) { Py_DECREF(block); return NULL; }
     Py_ssize_t n = r == Py_None ? 0 : PyLong_AsSsize_t(r);
     Py_DECREF(r);

@@ -64,14 +64,18 @@ def _count_share(task: tuple[split.Share, int]) -> tuple[Stats, Tally]:
     """The ``Stats`` and ``Tally`` of one share's stretch: the work of one process."""
     share, max_rows = task
     stats, tally = Stats(max_rows), Tally()
+    _count(share, _Counting(stats, tally, stats.add, _METRIC_BOUNDARIES))
+    return stats, tally
+
+
+def _count(share: split.Share, counting: _Counting) -> None:
+    """``counting`` over the buffers of ``share``'s stretch."""
     progress = share.progress
-    counting = _Counting(stats, tally, stats.add, _METRIC_BOUNDARIES)
     for buf, name, base in share.stretch():
         counting.buffer(buf, name, base)
         if progress is not None:
             progress(len(buf) * share.parts)  # the first share's bytes stand for all of them
     counting.finish()
-    return stats, tally
 
 
 def each_envelope(
@@ -97,12 +101,7 @@ def _read(
             if hit.kind == ENVELOPE:
                 consume(hit.value)
         return
-    counting = _Counting(stats, tally, consume, wanted)
-    for buf, name, base in split.Share(sources).stretch():
-        counting.buffer(buf, name, base)
-        if progress is not None:
-            progress(len(buf))
-    counting.finish()
+    _count(split.Share(sources, progress=progress), _Counting(stats, tally, consume, wanted))
 
 
 class _Counting:
