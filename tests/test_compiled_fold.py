@@ -515,7 +515,7 @@ def test_stats_in_two_processes_merge_past_the_cap_as_one_process_counts(
     first = b"".join(line(s, b, n) for n, (s, b) in enumerate(early + folded))
     second = b"".join(line(s, b, n) for n, (s, b) in enumerate(late * 2))
     path = tmp_path / "two.log"
-    path.write_bytes(first + b"x" * (len(second) - len(first) - 1) + b"\n" + second)  # the second half: second
+    path.write_bytes(first + b"x" * (len(second) - len(first) - 1) + b"\n" + second)  # second: the later half
     monkeypatch.setattr(count, "_read", lambda *a: pytest.fail("counted again in one process"))
     monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(sources, "_FILE_BLOCK", 256)

@@ -318,13 +318,19 @@ def _cost_per_test(records: list[dict]) -> float:
         return kept
 
     fold()  # the caches shared between tests (boundary shapes, interned names) fill once
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        kept = fold()
-        return (tracemalloc.get_traced_memory()[0] - before) / len(kept)
-    finally:
-        tracemalloc.stop()
+
+    def measured() -> float:
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            kept = fold()
+            return (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+        finally:
+            tracemalloc.stop()
+
+    # The lower of two: a shared table that grows once in a measured fold (what the whole
+    # suite ran before decides when) is not the cost of an Evidence (CI once saw +25 bytes).
+    return min(measured(), measured())
 
 
 def _has_agent_part(record: dict) -> bool:

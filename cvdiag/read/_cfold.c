@@ -1693,7 +1693,7 @@ static PyObject *module_newlines(PyObject *self, PyObject *arg) {
  * is copied once, by the read, where carry + chunk and the cut copied all of it twice
  * more. The memory is the new object's own until it is returned (the view is released).
  *
- * Every block takes the same amount of memory (carry and size rounded up to a
+ * Every big block takes the same amount of memory (carry and size rounded up to a
  * BLOCK_GRAIN), and is cut by its length alone, not given back in part: a block freed
  * leaves a hole the next one fits. Blocks of a different size each time (the carry
  * varies), shrunk by realloc, left holes a little too small and the heap grew to 200 MB
@@ -1705,7 +1705,8 @@ static PyObject *module_read_block(PyObject *self, PyObject *args) {
     Py_ssize_t size;
     if (!PyArg_ParseTuple(args, "Oy*n", &fh, &carry, &size)) return NULL;
     if (size < 0) size = 0;
-    Py_ssize_t room = (carry.len + size + BLOCK_GRAIN - 1) / BLOCK_GRAIN * BLOCK_GRAIN;
+    Py_ssize_t room = carry.len + size; /* a small read (a small file) takes only its size */
+    if (room > BLOCK_GRAIN) room = (room + BLOCK_GRAIN - 1) / BLOCK_GRAIN * BLOCK_GRAIN;
     PyObject *block = PyBytes_FromStringAndSize(NULL, room);
     if (!block) { PyBuffer_Release(&carry); return NULL; }
     char *p = PyBytes_AS_STRING(block);
