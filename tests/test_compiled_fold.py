@@ -411,6 +411,19 @@ def test_a_long_head_string_is_read_whole_wherever_its_odd_byte_is(monkeypatch: 
             _assert_same(compiled, python)
 
 
+def test_a_marked_line_is_found_at_any_distance_from_the_last_envelope(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled search tries the first bytes after a place by hand and hands the rest
+    to memmem: a marker (of a malformed line, a wrapped one, a canonical head) anywhere
+    around that hand-over, or cut by it, is found as the Python fold finds it."""
+    plain = PREFIX.encode() + _dumps(_PLAIN_EVENT) + b"\n"
+    body = PREFIX.encode() + _dumps(_BODY_EVENT) + b"\n"
+    for marked in (b"CVDIAG {not json", b"x schema_version y", plain.rstrip(b"\n"), b"\x1b[2m" + plain.rstrip(b"\n")):
+        for pad in range(200, 300, 3):
+            gap = b"y" * pad + b" " + marked + b"\n"
+            compiled, python = _fold_both(plain + gap + body + b"z" * pad + b"\n" + body, monkeypatch)
+            _assert_same(compiled, python)
+
+
 def test_the_compiled_fold_is_what_the_cli_runs(tmp_path: Path) -> None:
     """A fold made for ``Evidence`` takes the compiled path; a class without ``take_head`` does not."""
 

@@ -192,10 +192,23 @@ static char *copy_bytes(PyObject *b, Py_ssize_t *len) {
     return out;
 }
 
+/* The first needle in buf[start:end]. Most searches end a few bytes on (the next line's
+ * marker or head right after a newline), where memmem's set-up for a 31-byte needle
+ * costs more than the search: those are a memchr for the first byte and a compare. */
+#define SHORT_SEARCH 256
 static Py_ssize_t find(const char *buf, Py_ssize_t start, Py_ssize_t end, const char *needle, Py_ssize_t n) {
     if (start < 0) start = 0;
     if (end - start < n) return -1;
-    const char *hit = memmem(buf + start, end - start, needle, n);
+    if (n == 0) return start;
+    Py_ssize_t short_end = start + SHORT_SEARCH < end ? start + SHORT_SEARCH : end; /* candidates start below it */
+    const char *p = buf + start, *stop = buf + short_end - n;
+    while (p <= stop && (p = memchr(p, needle[0], stop - p + 1)) != NULL) {
+        if (memcmp(p + 1, needle + 1, n - 1) == 0) return p - buf;
+        p++;
+    }
+    if (short_end == end) return -1;
+    Py_ssize_t from = short_end - n + 1; /* every start below it was tried */
+    const char *hit = memmem(buf + from, end - from, needle, n);
     return hit ? hit - buf : -1;
 }
 
