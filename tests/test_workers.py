@@ -1,10 +1,18 @@
-"""Worker processes of ``tests`` and ``diagnose --all``: stopping them can never hang the command."""
+"""Worker processes of ``tests``, ``stats`` and ``diagnose --all``: what each share reads,
+and stopping them can never hang the command."""
 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
-from cvdiag.read.split import run_parts
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cvdiag.read import sources
+from cvdiag.read.sources import resolve_sources
+from cvdiag.read.split import Share, run_parts
 
 
 def _dies_on_sigterm(_: int) -> bool:
@@ -19,3 +27,35 @@ def test_workers_die_on_sigterm_whatever_handler_the_command_installed() -> None
         assert run_parts(_dies_on_sigterm, [0, 1], 2) == [True, True]
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@given(
+    lines=st.lists(st.integers(0, 300), min_size=1, max_size=40),
+    parts=st.integers(1, 3),
+    by_range=st.booleans(),
+)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_every_share_numbers_lines_and_buffers_as_one_reading_does(
+    lines: list[int], parts: int, by_range: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever part of a buffer a share reads (half of it, all of it, none of it: a
+    buffer of one line cannot be halved), the line number and the number it gives the
+    buffer are those of reading the inputs from their start; a stretch takes whole
+    buffers, each in exactly one share, in order."""
+    logs = []
+    for n, half in enumerate((lines[: len(lines) // 2], lines[len(lines) // 2 :])):
+        path = tmp_path / f"{n}.log"
+        path.write_bytes(b"".join(b"x" * length + b"\n" for length in half))
+        logs.append(str(path))
+    monkeypatch.setattr(sources, "_FILE_BLOCK", 200)  # many buffers, some of one long line
+    whole = [
+        (buf, name, base, block)
+        for buf, name, _, _, base, block in Share(resolve_sources(logs)).windows(by_range=False)
+    ]
+    numbered = {block: (name, base) for _, name, base, block in whole}
+    for part in range(parts):
+        share = Share(resolve_sources(logs), part, parts)
+        for buf, name, _, _, base, block in share.windows(by_range=by_range):
+            assert numbered[block] == (name, base) and whole[block][0] == buf
+    stretches = [list(Share(resolve_sources(logs), k, parts).stretch()) for k in range(parts)]
+    assert [item for stretch in stretches for item in stretch] == [(buf, name, base) for buf, name, base, _ in whole]

@@ -118,35 +118,36 @@ class Share:
         the buffers before its stretch only to number its lines; the first stops at its end."""
         lo = self.total * self.part // self.parts
         hi = self.total * (self.part + 1) // self.parts if self.part < self.parts - 1 else None
-        for src in self.sources:
-            src.quiet = self.part > 0
-        at = 0
-        for src in self.sources:
-            base = 1
-            for buf in src.blocks():
-                if hi is not None and at >= hi:
-                    return
-                if at >= lo:
-                    yield buf, src.name, base
-                at += len(buf)
-                if isinstance(buf, bytes):
-                    base += scan.newlines(buf)
+        for buf, name, base, _, at in self._buffers():
+            if hi is not None and at >= hi:
+                return
+            if at >= lo:
+                yield buf, name, base
 
     def windows(self, *, by_range: bool) -> Iterator[Window]:
         """The share's line-aligned windows: its byte range of every buffer (``by_range``),
         or every buffer whole (``owns`` then picks the tests)."""
+        for buf, name, base, block, _ in self._buffers():
+            ranges = byte_ranges(buf, self.parts) if by_range else [(0, len(buf))]
+            if by_range and self.part >= len(ranges):  # a buffer too small to split
+                continue
+            lo, hi = ranges[self.part if by_range else 0]
+            for a, b in scan.windows(buf, lo, hi):
+                yield buf, name, a, b, base, block
+
+    def _buffers(self) -> Iterator[tuple[Any, str, int, int, int]]:
+        """(buffer, source name, line number of its first line, its number among all the
+        buffers, its offset in the inputs taken end to end) of every buffer of the inputs,
+        each numbered whether the share reads it or not."""
         for src in self.sources:  # every share reads every file: one says what happened to it
             src.quiet = self.part > 0
         block = -1
+        at = 0
         for src in self.sources:
             base = 1
             for buf in src.blocks():
                 block += 1
-                ranges = byte_ranges(buf, self.parts) if by_range else [(0, len(buf))]
-                if by_range and self.part >= len(ranges):  # a buffer too small to split
-                    continue
-                lo, hi = ranges[self.part if by_range else 0]
-                for a, b in scan.windows(buf, lo, hi):
-                    yield buf, src.name, a, b, base, block
+                yield buf, src.name, base, block, at
+                at += len(buf)
                 if isinstance(buf, bytes):
                     base += scan.newlines(buf)
