@@ -820,6 +820,27 @@ def test_a_file_is_cut_into_the_same_blocks_read_in_c_or_in_python(
     assert b"".join(python) == data or max_line < 8 << 20  # nothing lost but the over-long lines
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["c", "python"])
+def test_a_line_is_kept_up_to_the_cap_and_skipped_past_it(
+    compiled: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read a byte at a time, a line of exactly ``MAX_LINE`` bytes is kept whole and one
+    byte more makes it the placeholder, the lines around it untouched (both reads share
+    the cut, so this pins the cap itself)."""
+    from cvdiag.read import _compiled
+    from cvdiag.read.parsing import PLACEHOLDER_LONG
+
+    path = tmp_path / "cap.log"
+    path.write_bytes(b"a\n" + b"x" * 20 + b"\n" + b"y" * 21 + b"\nb\n")
+    monkeypatch.setattr(sources, "MAX_LINE", 20)
+    if not compiled:
+        monkeypatch.setattr(_compiled, "CFOLD", None)
+    src = sources.Source(str(path), str(path))
+    with open(path, "rb") as fh:
+        text = b"".join(src._file_blocks(fh, path.stat().st_size, 1))
+    assert text == b"a\n" + b"x" * 20 + b"\n" + PLACEHOLDER_LONG + b"\nb\n"
+
+
 @given(st.binary(max_size=300) | st.lists(st.sampled_from([b"\n", b"ab", b"\r\n", b"\x00"]), max_size=50).map(b"".join))
 @settings(max_examples=300, deadline=None)
 def test_lines_are_counted_as_bytes_count_counts_them(data: bytes) -> None:

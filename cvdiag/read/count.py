@@ -70,11 +70,11 @@ def _count_share(task: tuple[split.Share, int]) -> tuple[Stats, Tally]:
 
 def _count(share: split.Share, counting: _Counting) -> None:
     """``counting`` over the buffers of ``share``'s stretch."""
-    progress = share.progress
+    progress = share.progress_of_all()
     for buf, name, base in share.stretch():
         counting.buffer(buf, name, base)
         if progress is not None:
-            progress(len(buf) * share.parts)  # the first share's bytes stand for all of them
+            progress(len(buf))
     counting.finish()
 
 

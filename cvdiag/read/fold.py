@@ -728,9 +728,7 @@ def aggregate_share(share: Share) -> tuple[dict[bytes, Agg], Tally, float | None
     """(aggregates, tally, latest ``ts``) of ``share``'s byte range of every buffer: the
     work of one process when ``tests`` does not diagnose (aggregates merge)."""
     folder = Fold()
-    progress = share.progress
-    scaled = (lambda done: progress(done * share.parts)) if progress is not None else None
-    folder.read(share.windows(by_range=True), scaled, count=True)
+    folder.read(share.windows(by_range=True), share.progress_of_all(), count=True)
     return folder.aggs, folder.tally, folder.latest
 
 

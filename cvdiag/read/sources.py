@@ -222,18 +222,7 @@ class LineBlocks:
             return
         buf = self.carry + chunk if self.carry else chunk
         end = buf.rfind(b"\n") + 1
-        if len(buf) - end > MAX_LINE:  # the last line is longer than any line kept
-            self.carry, self.skipping = b"", True
-            self._warn()
-            yield buf[:end] + PLACEHOLDER_LONG + b"\n"
-            return
-        # A block ends on a line boundary, and not between the records of a split line.
-        cut = rejoin.held_back(buf, end) if end else 0
-        if len(buf) - cut > MAX_LINE:  # never hold back more than a line's worth
-            cut = end
-        self.carry = buf[cut:]
-        if cut:
-            yield buf[:cut]
+        yield from self._cut(buf[:end], buf[end:])
 
     def read(self, fh: BinaryIO, size: int) -> tuple[int, Iterator[bytes], BaseException | None]:
         """(bytes read, the blocks they complete, the error that ended the input early) of
@@ -251,9 +240,10 @@ class LineBlocks:
         return n, self._cut(block, rest) if n else iter(()), None
 
     def _cut(self, block: bytes, rest: bytes) -> Iterator[bytes]:
-        """As ``feed`` cuts the carry and a chunk, given them already cut after their last
-        newline (``block``, then ``rest``): most often ``block`` is yielded as it is and
-        ``rest`` carried, with no copy."""
+        """The carry and a chunk, given already cut after their last newline (``block``,
+        then ``rest``), as blocks: one that ends on a line boundary and not between the
+        records of a split line, and no line kept longer than ``MAX_LINE``. Most often
+        ``block`` is yielded as it is and ``rest`` carried, with no copy."""
         if self.skipping:  # the carry was left out: drop up to the over-long line's end
             nl = block.find(b"\n")
             if nl < 0:

@@ -106,6 +106,12 @@ class Share:
         self.sources, self.part, self.parts, self.progress = sources, part, parts, progress
         self.total = sum(s.size() for s in sources) if parts > 1 else 0  # what the stretches cut
 
+    def progress_of_all(self) -> Callable[[int], None] | None:
+        """The progress to report for bytes this share read, when it reads only its part of
+        each: the first share's bytes stand for all of them (the shares are about equal)."""
+        progress, parts = self.progress, self.parts
+        return (lambda done: progress(done * parts)) if progress is not None else None
+
     def owns(self) -> Callable[[bytes], bool] | None:
         """Which test ids this share diagnoses (None: all)."""
         return owner(self.part, self.parts) if self.parts > 1 else None
