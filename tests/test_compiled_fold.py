@@ -596,8 +596,8 @@ def test_the_emitters_metadata_needs_no_orjson() -> None:
         assert not fold._CFOLD.certainly_object(md), md
 
 
-def _sample_lines() -> list[bytes]:
-    """Real lines of every shape the benchmark log has, the emitter's most of all."""
+def _sample_lines(size: int = 60_000) -> list[bytes]:
+    """About ``size`` bytes of real lines of every shape the benchmark log has, the emitter's most of all."""
     import random
     import sys
 
@@ -614,7 +614,7 @@ def _sample_lines() -> list[bytes]:
 
     sink = Sink()
     random.seed(7)
-    generate(sink, 60_000)
+    generate(sink, size)
     return "".join(sink.text).encode().splitlines()
 
 

@@ -11,16 +11,17 @@ of the report, not of the log. Read side only: no emit-side import, no HTML here
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from cvdiag.contract.schema import EDGE_HEADERS, LAYERS
+from cvdiag.contract.schema import CATALOG, EDGE_HEADERS, LAYERS, OUTCOMES
 from cvdiag.contract.timestamps import order_key, ts_seconds, wire_ts
-from cvdiag.read import correlate
-from cvdiag.read.fold import Kept, finite_ms
+from cvdiag.read import correlate, fold
+from cvdiag.read.fold import finite_ms
 from cvdiag.read.jsonout import dumps
-from cvdiag.read.parsing import COERCED, restored
+from cvdiag.read.parsing import COERCED, ENVELOPE, parse_span, restored
 from cvdiag.read.sources import Source
 
 #: A test's events beyond this many are counted, not embedded (a debug-tier stream can
@@ -40,14 +41,21 @@ _INDEX_FACTS = ("ttfb_ms", "open_llm_call_s")
 _REBUILT = frozenset({"schema_version", "test_id", "layer", "boundary", "outcome", "duration_ms", "metadata", "ts"})
 
 
+#: The names every report's table starts with, in this order: an event that names only
+#: these is numbered alike in every process, so its test's events travel as one bytes
+#: object and the driver sends them on unread (``_TestEvents.finish``, ``_renumbered``).
+_SEED: tuple[str, ...] = tuple(dict.fromkeys((*LAYERS, *OUTCOMES, *CATALOG)))
+
+
 class Strings:
-    """A table of the names that repeat across rows and events (boundaries, slugs, classes)."""
+    """A table of the names that repeat across rows and events (boundaries, slugs,
+    classes), starting with ``_SEED``."""
 
     __slots__ = ("index", "table")
 
     def __init__(self) -> None:
-        self.table: list[str] = []
-        self.index: dict[str, int] = {}
+        self.table: list[str] = list(_SEED)
+        self.index: dict[str, int] = {name: i for i, name in enumerate(_SEED)}
 
     def __call__(self, text: Any) -> int:
         text = text if isinstance(text, str) else "" if text is None else str(text)
@@ -62,9 +70,12 @@ class _TestEvents:
     """The events of one test shown in detail, encoded (``_encode``) as they are read, in
     the process that diagnoses the test, and kept one bytes object each: a tuple of key
     and text costs three times as much, and a report holds thousands of tests' events.
-    ``finish`` sorts them and leaves their JSON; ``strings`` numbers the names in them."""
+    ``finish`` sorts them and leaves their JSON texts, joined in one when only the seed's
+    names are in them (``joined``: one object to send, none to renumber); ``strings``
+    numbers the names in them. A line in the emitter's plain layout is encoded in one
+    compiled call (``line``), the rest parsed and encoded here."""
 
-    __slots__ = ("events", "more", "slug", "strings", "t0_ms")
+    __slots__ = ("events", "joined", "more", "slug", "strings", "t0_ms")
 
     def __init__(self, row: Mapping[str, Any], strings: Strings) -> None:
         self.t0_ms = round(ts_seconds(row["first_ts"]) * 1000)
@@ -72,6 +83,21 @@ class _TestEvents:
         self.events: list[bytes] = []
         self.more = row["_kept"].more  # past MAX_EVENTS_PER_TEST: counted by the scan
         self.strings = strings  # one object for every test of a process: pickled once
+        self.joined = False  # events joined in one, numbered by the seed alone
+
+    def line(self, buf: Any, ls: int, le: int) -> None:
+        """The envelope on the line ``buf[ls:le]``: encoded in one compiled call when it is
+        in the emitter's plain layout, else parsed and ``add``-ed."""
+        plain = _plain_events()
+        if plain is not None:
+            strings = self.strings
+            event = plain.event(buf, ls, le, self.t0_ms, self.slug.encode(), _RULES, strings.index, strings, dumps)
+            if event is not None:
+                self.events.append(event)
+                return
+        kind, value, _ = parse_span(buf, ls, le)
+        if kind == ENVELOPE:
+            self.add(value)
 
     def add(self, env: Mapping[str, Any]) -> None:
         try:
@@ -90,7 +116,8 @@ class _TestEvents:
             if key != previous:
                 out.append(event[cut:])
             previous = key
-        self.events = out
+        self.joined = len(self.strings.table) == len(_SEED)  # no other name met yet in this process
+        self.events = [b",".join(out)] if self.joined and out else out
 
 
 class _Reader:
@@ -109,7 +136,7 @@ class _Reader:
 def _renumbered(held: _TestEvents, strings: Strings, maps: dict[int, list[bytes]]) -> list[bytes]:
     """``held``'s events with the names numbered in ``strings``: an event is
     ``[offset,layer,boundary,outcome,...`` and a number holds no comma."""
-    if held.strings is strings:  # numbered in this process
+    if held.strings is strings or held.joined:  # numbered in this process, or by the seed alone
         return held.events
     to = maps.get(id(held.strings))
     if to is None:
@@ -151,6 +178,32 @@ _UNSAID: dict[str, Any] = {
     "edge_headers": dict.fromkeys(EDGE_HEADERS),
 }
 _NOTHING = object()
+
+
+def _rule(field: str) -> bytes:
+    """What a head field is to an event's ``rest`` (``Folder.event``), as ``_encode`` treats
+    it on a line in the plain layout: rebuilt, kept, or kept unless it holds the unsaid value."""
+    if field == "span_id":  # kept, and the identity's span in the sort key
+        return b"i"
+    if field in _REBUILT or field == "edge_headers":  # the plain layout's are all null: unsaid
+        return b"r"
+    special = {"trace_id": b"t", "slug": b"s"}.get(field)  # unsaid: the test's id, its first slug
+    if special is not None:
+        return special
+    if field not in _UNSAID:
+        return b"k"
+    if _UNSAID[field] is None:
+        return b"n"
+    raise ImportError(f"report_data._UNSAID[{field!r}] is no value the compiled event reader knows")
+
+
+_RULES = b"".join(map(_rule, fold.HEAD_FIELDS))
+
+
+@functools.cache
+def _plain_events() -> Any:
+    """The compiled reader of lines in the plain layout (``Folder.event``), None without it."""
+    return fold.line_reader() if fold.compiled() else None
 
 
 def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> bytes:
@@ -217,15 +270,14 @@ def build(
     found.reverse()
     while found:  # each row let go once it is indexed: never the scan's rows and the index at once
         row = found.pop()
-        kept: Kept = row.pop("_kept")
+        llm_ms, held = row.pop("_llm_ms"), row.pop("_read", None)
         if row["test_id"] in failed:
             row["status"] = "fail"
         detail = None
-        if kept.read is not None:  # a test shown in detail, its events read where it was diagnosed
-            held: _TestEvents = kept.read
+        if held is not None:  # a test shown in detail, its events read where it was diagnosed
             events = _renumbered(held, strings, maps)
             detail = {"t0": held.t0_ms, "diagnosis": row.get("_diagnosis") or {}, "events": events, "more": held.more}
-        index.add(row, kept.llm_ms, detail)
+        index.add(row, llm_ms, detail)
     return {
         "meta": {
             "generated": wire_ts(time.time_ns()),

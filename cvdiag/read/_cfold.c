@@ -34,6 +34,11 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
 
 /* -- head layout: kinds of the fields before edge_headers (fold._FIELD_KINDS) -------- */
 enum { K_LITERAL = 0, K_CAPTURE_STR = 1, K_STR = 2, K_NULL_OR_STR = 3, K_CAPTURE_INT = 4, K_NULL_OR_INT = 5 };
@@ -137,6 +142,15 @@ typedef struct {
     Py_ssize_t slot; /* >= 0, or T_SKIP / T_UNTRACKED */
 } TidEntry;
 
+/* a name's number in a report's table, remembered for the table's index (Folder.event) */
+#define N_NUMBERED 64
+typedef struct {
+    PyObject *index; /* strong: the dict it was numbered in */
+    char bytes[48];
+    Py_ssize_t len;
+    long long number;
+} NumberedName;
+
 struct Folder {
     PyObject_HEAD
     Field fields[MAX_FIELDS];
@@ -162,6 +176,7 @@ struct Folder {
     Py_ssize_t keep_lines, max_tests;
     Py_ssize_t max_line;                   /* parsing.MAX_LINE: a longer line is Python's to call malformed */
     char *scratch; Py_ssize_t scratch_cap; /* the text of a Docker record, unescaped */
+    NumberedName numbered[N_NUMBERED];
     /* state */
     NameTable names;
     TidEntry *tids; Py_ssize_t tids_cap, tids_used;
@@ -659,6 +674,7 @@ static int ev_head_env(Folder *f, Slot *s, PyObject *env) {
 typedef struct {
     Py_ssize_t a[N_CAPTURES], n[N_CAPTURES];
     Py_ssize_t end;
+    Py_ssize_t va[MAX_FIELDS], ve[MAX_FIELDS]; /* every field's value text */
     Py_ssize_t num_a, num_n; /* the last null-or-integer field (duration_ms): its text, n 0 for null */
     int long_int; /* an integer of more than 18 digits: JSON may read it as a float */
     unsigned char high; /* the bytes of its strings OR-ed: bit 7 set for a byte past ASCII */
@@ -708,7 +724,9 @@ static int match_int(const char *buf, Py_ssize_t *i, Py_ssize_t le, Head *h) {
     return 1;
 }
 
-static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le, Head *h) {
+/* Whether buf[pos:le] starts with the canonical head, its captures (and, with ``spans``,
+ * every field's value) noted in h. Inlined twice, so the pass pays nothing for spans. */
+static ALWAYS_INLINE int match_head_spans(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le, Head *h, int spans) {
     Py_ssize_t i = pos;
     int cap = 0;
     h->long_int = 0; h->num_a = h->num_n = 0; h->high = 0;
@@ -716,6 +734,7 @@ static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le,
         Field *fd = &f->fields[k];
         if (!starts(buf, i, le, fd->name, fd->name_len)) return 0;
         i += fd->name_len;
+        if (spans) h->va[k] = i;
         switch (fd->kind) {
         case K_LITERAL:
             if (!starts(buf, i, le, fd->literal, fd->literal_len)) return 0;
@@ -747,10 +766,15 @@ static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le,
             else h->num_n = i - h->num_a;
             break;
         }
+        if (spans) h->ve[k] = i;
     }
     if (cap != N_CAPTURES) return 0;
     h->end = i;
     return 1;
+}
+
+static int match_head(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le, Head *h) {
+    return match_head_spans(f, buf, pos, le, h, 0);
 }
 
 static int is_ascii(const char *p, Py_ssize_t n) {
@@ -897,13 +921,16 @@ static int head_ts_ref(const char *t, Py_ssize_t n, const TsFacts *tf, TsRef *re
 
 /* Whether a canonical line is in the emitter's plain layout: all-null edge headers, the
  * fixed tail, an ASCII head (valid UTF-8) and metadata that is a JSON object, so it is
- * certainly valid JSON with no key twice at its top. 1 yes, 0 no, -1 error. */
-static int plain_shaped(Folder *f, const char *buf, const Head *h, Py_ssize_t le) {
+ * certainly valid JSON with no key twice at its top. 1 yes, 0 no, -1 error. plain_frame
+ * checks all but the metadata. */
+static int plain_frame(Folder *f, const char *buf, const Head *h, Py_ssize_t le) {
     Py_ssize_t md = h->end + f->middle_len, md_end = le - f->end_len;
-    if (md > md_end || memcmp(buf + h->end, f->middle, f->middle_len) != 0 ||
-        memcmp(buf + md_end, f->end, f->end_len) != 0 || (h->high & 0x80)) /* an ASCII head: the rest of it is */
-        return 0;
-    return is_object(f, buf, md, md_end);
+    return md <= md_end && memcmp(buf + h->end, f->middle, f->middle_len) == 0 &&
+           memcmp(buf + md_end, f->end, f->end_len) == 0 && !(h->high & 0x80); /* an ASCII head: the rest of it is */
+}
+
+static int plain_shaped(Folder *f, const char *buf, const Head *h, Py_ssize_t le) {
+    return plain_frame(f, buf, h, le) ? is_object(f, buf, h->end + f->middle_len, le - f->end_len) : 0;
 }
 
 /* Whether a canonical line of boundary ``b`` says nothing beyond its head: a boundary whose
@@ -1399,6 +1426,212 @@ static PyObject *Folder_fold_env(Folder *f, PyObject *args) {
 }
 
 /* -- results ------------------------------------------------------------------------ */
+/* -- a report's event of a line in the emitter's plain layout (report_data._encode) --- */
+typedef struct {
+    char *b;
+    Py_ssize_t n, cap;
+} Out;
+
+static int out_put(Out *o, const char *p, Py_ssize_t n) {
+    if (o->n + n > o->cap) {
+        Py_ssize_t cap = (o->n + n) * 2 + 256;
+        char *grown = PyMem_Realloc(o->b, cap);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        o->b = grown; o->cap = cap;
+    }
+    memcpy(o->b + o->n, p, n);
+    o->n += n;
+    return 0;
+}
+
+static int out_int(Out *o, long long v) {
+    char d[24];
+    int i = 24;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do { d[--i] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) d[--i] = '-';
+    return out_put(o, d + i, 24 - i);
+}
+
+/* An integer's JSON text as Python writes the int it reads as: "-0" is 0. */
+static int out_json_int(Out *o, const char *p, Py_ssize_t n) {
+    if (n == 2 && p[0] == '-' && p[1] == '0') return out_put(o, "0", 1);
+    return out_put(o, p, n);
+}
+
+static int out_u64_be(Out *o, uint64_t v) {
+    char b[8];
+    for (int k = 7; k >= 0; k--) { b[k] = (char)(v & 0xff); v >>= 8; }
+    return out_put(o, b, 8);
+}
+
+/* The number ``strings`` gives the name p[:n] (ASCII): remembered per name for the
+ * ``index`` it came from (a table never renumbers a name), else looked up in ``index``,
+ * else asked of ``number`` (a name it has not met). */
+static int out_name(Folder *f, Out *o, const char *p, Py_ssize_t n, PyObject *index, PyObject *number) {
+    NumberedName *c = &f->numbered[fnv(p, n) % N_NUMBERED];
+    if (c->index == index && c->len == n && memcmp(c->bytes, p, n) == 0) return out_int(o, c->number);
+    PyObject *name = PyUnicode_DecodeASCII(p, n, NULL);
+    if (!name) return -1;
+    PyObject *got = PyDict_GetItemWithError(index, name);
+    if (got) Py_INCREF(got);
+    else if (!PyErr_Occurred()) got = PyObject_CallOneArg(number, name);
+    Py_DECREF(name);
+    if (!got) return -1;
+    long long v = PyLong_AsLongLong(got);
+    Py_DECREF(got);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (n <= (Py_ssize_t)sizeof c->bytes) {
+        Py_INCREF(index);
+        Py_XSETREF(c->index, index);
+        memcpy(c->bytes, p, n); c->len = n; c->number = v;
+    }
+    return out_int(o, v);
+}
+
+/* What each head field is to the event's "rest" (report_data._UNSAID): */
+enum { R_REBUILT = 'r', R_KEEP = 'k', R_NOT_NULL = 'n', R_NOT_TEST_ID = 't', R_NOT_SLUG = 's', R_SPAN = 'i' };
+
+/* Where the general parser reads the envelope of the line buf[ls:le], when it certainly
+ * reads it there: 1 with *src (buf, or a Docker record's text in f->scratch) and the JSON
+ * at src[*pos:*end]; 0 when not certain; -1 on error. The cases of parsing.parse_line
+ * taken here: the first "CVDIAG {" of a line that has no colour code and does not start
+ * with "{"; a line that starts with "CVDIAG_EVENT {" and holds no "CVDIAG {"; a Docker
+ * json-file record whose text is one of those two, starting at its first byte. */
+static int event_json(Folder *f, const char *buf, Py_ssize_t ls, Py_ssize_t le, const char **src, Py_ssize_t *pos,
+                      Py_ssize_t *end) {
+    static const char json_prefix[] = "CVDIAG {";
+    const Py_ssize_t jn = sizeof json_prefix - 1;
+    if (le - ls > f->max_line || ls >= le) return 0;
+    if (buf[ls] == '{') { /* only a Docker record of the emitter's own line */
+        Py_ssize_t n = docker_text(f, buf, ls, le);
+        if (n <= 0) return (int)n;
+        const char *q = f->scratch;
+        n--; /* its newline */
+        if (memchr(q, 0x1b, n)) return 0;
+        Py_ssize_t at = starts(q, 0, n, json_prefix, jn) ? jn - 1 : -1;
+        if (at < 0 && starts(q, 0, n, f->jprefix, f->jprefix_len) && f->jprefix_len < n && q[f->jprefix_len] == '{')
+            at = f->jprefix_len;
+        if (at < 0) return 0;
+        *src = q; *pos = at; *end = n;
+        return 1;
+    }
+    if (memchr(buf + ls, 0x1b, le - ls)) return 0;
+    Py_ssize_t first = find(buf, ls, le, json_prefix, jn);
+    *src = buf; *end = le;
+    if (first >= 0) { *pos = first + jn - 1; return 1; }
+    if (starts(buf, ls, le, f->jprefix, f->jprefix_len) && ls + f->jprefix_len < le && buf[ls + f->jprefix_len] == '{') {
+        *pos = ls + f->jprefix_len;
+        return 1;
+    }
+    return 0;
+}
+
+/* event(buf, ls, le, t0_ms, slug, rules, index, number, dumps) -> bytes, or None.
+ *
+ * report_data._encode of the envelope on the line buf[ls:le], when the general parser
+ * certainly reads it as this head (event_json), in the plain layout, with an emitter ts:
+ * its sort key then its row. Names are numbered by ``index`` (a dict) or ``number`` (a
+ * call, for a name not in it yet); the metadata is read by ``loads`` and written by
+ * ``dumps`` as the row's would be. ``rules`` holds one byte per head field (the R_ codes).
+ * None: the general parser's to read. */
+static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9 || !PyBytes_Check(args[4]) || !PyBytes_Check(args[5]) || !PyDict_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "event(buf, ls, le, t0_ms, slug: bytes, rules: bytes, index: dict, number, dumps)");
+        return NULL;
+    }
+    Py_ssize_t ls = PyLong_AsSsize_t(args[1]), le = PyLong_AsSsize_t(args[2]);
+    long long t0_ms = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    const char *slug = PyBytes_AS_STRING(args[4]), *rules = PyBytes_AS_STRING(args[5]);
+    Py_ssize_t slug_n = PyBytes_GET_SIZE(args[4]);
+    PyObject *index = args[6], *number = args[7], *dumps = args[8];
+    if (PyBytes_GET_SIZE(args[5]) != f->n_fields || f->loads == NULL) {
+        PyErr_SetString(PyExc_ValueError, "one rule per head field, on a folder not cleared");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL, *md = NULL, *md_json = NULL;
+    Out o = {NULL, 0, 0};
+    const char *src = NULL;
+    Py_ssize_t pos = 0, end = 0;
+    if (ls < 0 || le > view.len) goto none;
+    int found = event_json(f, view.buf, ls, le, &src, &pos, &end);
+    if (found < 0) goto fail;
+    Head h;
+    int64_t secs; int milli;
+    if (!found || !match_head_spans(f, src, pos, end, &h, 1) || h.long_int || !plain_frame(f, src, &h, end) ||
+        !emitter_ts(f, src + h.a[4], h.n[4], &secs, &milli))
+        goto none;
+    /* the metadata, read as plain_shaped proves it: an object orjson reads */
+    Py_ssize_t md_a = h.end + f->middle_len, md_b = end - f->end_len;
+    if (!(md = PyBytes_FromStringAndSize(src + md_a, md_b - md_a))) goto fail;
+    PyObject *md_obj = PyObject_CallOneArg(f->loads, md);
+    if (!md_obj || !PyDict_CheckExact(md_obj)) {
+        Py_XDECREF(md_obj);
+        PyErr_Clear();
+        goto none;
+    }
+    md_json = PyObject_CallOneArg(dumps, md_obj);
+    Py_DECREF(md_obj);
+    if (!md_json) goto fail;
+    if (!PyBytes_Check(md_json)) { PyErr_SetString(PyExc_TypeError, "dumps gives bytes"); goto fail; }
+    /* the sort key (report_data._sort_key): order_key + 2**127 in 16 bytes, the span flag,
+     * the identity's parts each ended by \0\1 (a head string holds no NUL), then \0\0 */
+    int span = -1;
+    for (int k = 0; k < f->n_fields; k++)
+        if (rules[k] == R_SPAN) span = k;
+    if (span < 0) goto none;
+    const char *sv = src + h.va[span];
+    Py_ssize_t sn = h.ve[span] - h.va[span];
+    int span_null = sn == 4 && memcmp(sv, "null", 4) == 0;
+    if (out_u64_be(&o, (uint64_t)(secs * 1000000 + (int64_t)milli * 1000) + ((uint64_t)1 << 63)) < 0 ||
+        out_u64_be(&o, mono_offset_of_digits(src + h.a[5], h.n[5])) < 0 || out_put(&o, span_null ? "\0" : "\1", 1) < 0 ||
+        (!span_null && out_put(&o, sv + 1, sn - 2) < 0) || out_put(&o, "\0\1", 2) < 0 ||
+        out_put(&o, src + h.a[2], h.n[2]) < 0 || out_put(&o, "\0\1", 2) < 0 || out_put(&o, src + h.a[4], h.n[4]) < 0 ||
+        out_put(&o, "\0\1", 2) < 0 || out_json_int(&o, src + h.a[5], h.n[5]) < 0 || out_put(&o, "\0\1\0\0", 4) < 0)
+        goto fail;
+    /* the row: [offset, layer, boundary, outcome, duration_ms, metadata, rest] */
+    if (out_put(&o, "[", 1) < 0 || out_int(&o, secs * 1000 + milli - t0_ms) < 0 || out_put(&o, ",", 1) < 0 ||
+        out_name(f, &o, src + h.a[1], h.n[1], index, number) < 0 || out_put(&o, ",", 1) < 0 ||
+        out_name(f, &o, src + h.a[2], h.n[2], index, number) < 0 || out_put(&o, ",", 1) < 0 ||
+        out_name(f, &o, src + h.a[6], h.n[6], index, number) < 0 || out_put(&o, ",", 1) < 0)
+        goto fail;
+    if ((h.num_n ? out_json_int(&o, src + h.num_a, h.num_n) : out_put(&o, "null", 4)) < 0 || out_put(&o, ",", 1) < 0 ||
+        out_put(&o, PyBytes_AS_STRING(md_json), PyBytes_GET_SIZE(md_json)) < 0 || out_put(&o, ",", 1) < 0)
+        goto fail;
+    /* rest: the head fields the page cannot rebuild, in the line's order */
+    int said = 0;
+    for (int k = 0; k < f->n_fields; k++) {
+        const char *v = src + h.va[k];
+        Py_ssize_t n = h.ve[k] - h.va[k];
+        int r = rules[k];
+        if (r == R_REBUILT) continue;
+        if (r == R_NOT_NULL && n == 4 && memcmp(v, "null", 4) == 0) continue;
+        if (r == R_NOT_TEST_ID && n == h.n[0] + 2 && memcmp(v + 1, src + h.a[0], h.n[0]) == 0) continue;
+        if (r == R_NOT_SLUG && n == slug_n + 2 && memcmp(v + 1, slug, slug_n) == 0) continue;
+        Field *fd = &f->fields[k];
+        if (out_put(&o, said ? "," : "{", 1) < 0 || out_put(&o, fd->name + 1, fd->name_len - 1) < 0) goto fail;
+        int integer = fd->kind == K_CAPTURE_INT || (fd->kind == K_NULL_OR_INT && *v != 'n');
+        if ((integer ? out_json_int(&o, v, n) : out_put(&o, v, n)) < 0) goto fail;
+        said = 1;
+    }
+    if (out_put(&o, said ? "}]" : "0]", 2) < 0) goto fail;
+    result = PyBytes_FromStringAndSize(o.b, o.n);
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+    goto done;
+fail:
+    result = NULL;
+done:
+    Py_XDECREF(md); Py_XDECREF(md_json);
+    PyMem_Free(o.b);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *ts_object(const TsRef *r) {
     if (r->kind == 1) return PyUnicode_DecodeASCII(r->b, 24, "strict");
     if (r->kind == 2) return Py_NewRef(r->obj);
@@ -1497,6 +1730,7 @@ static int Folder_traverse(Folder *f, visitproc visit, void *arg) {
     Py_VISIT(f->pair);
     Py_VISIT(f->terminal_bits);
     Py_VISIT(f->shared);
+    for (int i = 0; i < N_NUMBERED; i++) Py_VISIT(f->numbered[i].index);
     return 0;
 }
 
@@ -1508,6 +1742,7 @@ static int Folder_clear(Folder *f) {
     Py_CLEAR(f->pair);
     Py_CLEAR(f->terminal_bits);
     Py_CLEAR(f->shared);
+    for (int i = 0; i < N_NUMBERED; i++) Py_CLEAR(f->numbered[i].index);
     return 0;
 }
 
@@ -1604,6 +1839,8 @@ static PyMethodDef Folder_methods[] = {
      "buffer(buf, start, end, block, line, body, metadata, malformed): fold the lines of buf[start:end]."},
     {"fold_env", (PyCFunction)Folder_fold_env, METH_VARARGS,
      "fold_env(env, block, ls, le) -> slot, -1 (nothing more) or -2 (ts is not a time)."},
+    {"event", (PyCFunction)(void (*)(void))Folder_event, METH_FASTCALL,
+     "event(buf, ls, le, t0_ms, slug, rules, index, number, dumps) -> a report's event of a plain line, or None."},
     {"take", (PyCFunction)Folder_take, METH_O, "take(slot) -> (agg, kept, head) of one test, its memory handed back."},
     {"counts", (PyCFunction)Folder_counts, METH_NOARGS, "counts() -> [(token, envelopes)] of count mode."},
     {NULL, NULL, 0, NULL},

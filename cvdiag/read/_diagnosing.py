@@ -37,8 +37,8 @@ class Detail:
     """Which tests a report shows whole: every one (``everything``), or those that failed,
     are flagged or are named in ``ids``. Only those keep their whole verdict, and their
     first ``lines`` envelopes are read again and handed to what ``reader`` makes for the
-    test (given the row; ``add(env)`` each in file order, then ``finish()``), kept in
-    ``Kept.read``; the rest keep ``facts`` of their evidence (what an index row shows).
+    test (given the row; ``line(buf, start, end)`` each in file order, then ``finish()``), kept in
+    the row's ``_read``; the rest keep ``facts`` of their evidence (what an index row shows).
     All of it happens in the process that diagnoses, so the work is shared between the
     processes and none holds every test's whole verdict."""
 
@@ -103,22 +103,25 @@ def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float
 
 def _read_detail(share: Share, rows: list[dict[str, Any]], detail: Detail) -> None:
     """The envelopes of the tests ``detail`` shows, read again where the fold saw them
-    (only those lines) and handed to its reader; the places are let go."""
+    (only those lines) and handed to its reader. Each row's ``fold.Kept`` leaves it for
+    what the report needs of it, in plain values that cost nothing to send: ``_llm_ms``,
+    and ``_read`` (what the reader made) for a test shown."""
     places: dict[int, list[tuple[int, int, Any]]] = {}
     readers = []
     for row in rows:
-        kept, at = row["_kept"], row["_kept"].places
-        kept.places = None
-        if detail.reader is None or not detail.wants(row["test_id"], row["status"], row["class"]):
-            continue
-        kept.read = detail.reader(row)
-        readers.append(kept.read)
-        for i in range(0, len(at), 3):
-            places.setdefault(at[i], []).append((at[i + 1], at[i + 2], kept.read))
+        kept = row["_kept"]
+        if detail.reader is not None and detail.wants(row["test_id"], row["status"], row["class"]):
+            read = row["_read"] = detail.reader(row)
+            readers.append(read)
+            at = kept.places
+            for i in range(0, len(at), 3):
+                places.setdefault(at[i], []).append((at[i + 1], at[i + 2], read))
+        del row["_kept"]
+        row["_llm_ms"] = kept.llm_ms
     for lines in places.values():
         lines.sort(key=lambda line: line[0])  # file order
-    for reader, env in scan.envelopes_at(share.sources, places):
-        reader.add(env)
+    for reader, buf, ls, le in scan.lines_at(share.sources, places):
+        reader.line(buf, ls, le)
     for reader in readers:
         reader.finish()
 

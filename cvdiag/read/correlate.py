@@ -66,8 +66,8 @@ def scan_tests(
     range when only aggregates are needed (they merge), by test id when diagnosing
     (a diagnosis needs all of a test's envelopes in one process). ``keep_json`` keeps
     each whole verdict in the row's ``_diagnosis``; ``detail`` (when diagnosing) keeps
-    each test's LLM time and, for the tests it shows whole, where their first envelopes
-    are, in the row's ``_kept`` (``fold.Kept``), and the whole verdict only for those:
+    each test's LLM time (``_llm_ms``) and, for the tests it shows whole, their first
+    envelopes as its reader took them (``_read``) and the whole verdict only for those:
     what ``report`` needs beyond the rows, in the same pass.
     """
     parts = jobs if split.worth_splitting(sources, jobs) else 1

@@ -137,6 +137,15 @@ def compiled_folder(**callbacks: Any) -> Any:
     )  # fmt: skip
 
 
+#: The head fields ``compiled_folder`` matches, in order (what ``Folder.event``'s rules are for).
+HEAD_FIELDS: tuple[str, ...] = (*_HEAD_FIELDS, "edge_headers")
+
+
+def line_reader() -> Any:
+    """A ``_cfold.Folder`` that folds nothing, for ``Folder.event``: reading one line at a time."""
+    return compiled_folder(admit=None, boundary_info=None, fold_aggs=False, keep_lines=0, max_tests=0)
+
+
 def _ts_facts(ts: bytes) -> tuple[bytes | None, int | None]:
     """(``canonical_ts``, or None when it is no time; the microseconds of its ``order_key``,
     or None) of a ts not in the emitter's shape, for the compiled fold."""

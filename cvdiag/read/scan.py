@@ -212,11 +212,13 @@ def tail_ts(buf: Any) -> float | None:
     return best
 
 
-def envelopes_at(sources: list[Source], places: dict[int, list[tuple[int, int, Any]]]) -> Iterator[tuple[Any, Any]]:
-    """(tag, envelope) of each line at ``places``: a buffer's number among all the buffers
-    of ``sources`` (as ``split.Share.windows`` counts them) -> (start, end, tag) of lines
-    in it. The lines a pass noted are read again without searching the rest; buffers
-    past the last one named are not read at all."""
+def lines_at(
+    sources: list[Source], places: dict[int, list[tuple[int, int, Any]]]
+) -> Iterator[tuple[Any, Any, int, int]]:
+    """(tag, buffer, start, end) of each line at ``places``: a buffer's number among all
+    the buffers of ``sources`` (as ``split.Share.windows`` counts them) -> (start, end,
+    tag) of lines in it. The lines a pass noted are read again without searching the
+    rest; buffers past the last one named are not read at all."""
     if not places:
         return
     last = max(places)
@@ -225,8 +227,6 @@ def envelopes_at(sources: list[Source], places: dict[int, list[tuple[int, int, A
         for buf in src.blocks():
             block += 1
             for ls, le, tag in places.get(block, ()):
-                kind, value, _ = parse_span(buf, ls, le)
-                if kind == ENVELOPE:
-                    yield tag, value
+                yield tag, buf, ls, le
             if block >= last:
                 return

@@ -1,0 +1,165 @@
+"""The compiled reader of a report's events (``_cfold.Folder.event``) against the general
+parser and ``report_data._encode``: for every line it takes, the very bytes the Python
+path writes, the names numbered alike; every line it leaves (``None``) goes to that path.
+
+The lines are those the compiled fold is checked with (``test_compiled_fold``): envelopes
+odd on purpose in every shape, wrapped lines, and real lines with bytes changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from logkit import docker_line
+from test_compiled_fold import _EDIT, _LINE, _MONO_PAST_INT64, _SAMPLE, _WRAPPED, _dumps, _line, _sample_lines
+
+from cvdiag.contract.schema import JAVA_PREFIX, PREFIX
+from cvdiag.face import report_data
+from cvdiag.read import fold
+from cvdiag.read.jsonout import dumps
+from cvdiag.read.parsing import ENVELOPE, parse_span
+from cvdiag.read.sources import resolve_sources
+from cvdiag.testing import envelope
+
+pytestmark = pytest.mark.skipif(fold._CFOLD is None, reason="the compiled fold is not built")
+
+
+def _both(line: bytes, t0_ms: int, slug: str, strings: report_data.Strings) -> tuple[Any, Any, list[str]]:
+    """(the compiled event or None, the Python path's event or None, the names the
+    compiled reader's copy of ``strings`` ends with) of one line; ``strings`` numbers
+    the Python path's names."""
+    buf = b"noise\n" + line + b"\nmore noise"  # a line inside a buffer, as a report reads it
+    ls, le = 6, 6 + len(line)
+    own = copy.deepcopy(strings)
+    compiled = report_data._plain_events().event(
+        buf, ls, le, t0_ms, slug.encode(), report_data._RULES, own.index, own, dumps
+    )
+    kind, env, _ = parse_span(buf, ls, le)
+    python = None
+    if kind == ENVELOPE:
+        try:
+            python = report_data._encode(env, t0_ms, slug, strings)
+        except (ValueError, TypeError, OverflowError):  # an envelope the page cannot draw: _TestEvents counts it
+            python = None
+    return compiled, python, own.table
+
+
+def _assert_alike(lines: list[bytes], t0_ms: int = 1_795_770_000_000, slug: str = "s1") -> int:
+    """Each line read both ways, the same bytes and names; how many the compiled reader took."""
+    strings = report_data.Strings()
+    taken = 0
+    for line in lines:
+        compiled, python, names = _both(line, t0_ms, slug, strings)
+        if compiled is not None:
+            assert (compiled, names) == (python, strings.table), line
+            taken += 1
+    return taken
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lines=st.lists(_LINE, min_size=1, max_size=20),
+    t0_ms=st.integers(-(10**13), 10**13),
+    slug=st.sampled_from(["s1", "s2", "", "ünï"]),
+)
+@example(lines=[(_MONO_PAST_INT64, 0)], t0_ms=0, slug="s1")
+def test_any_line_is_encoded_as_the_general_parser_reads_it(
+    lines: list[tuple[dict[str, Any], int]], t0_ms: int, slug: str
+) -> None:
+    _assert_alike([_line(spec, how) for spec, how in lines], t0_ms, slug)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(picks=st.lists(st.integers(0, 10**6), min_size=1, max_size=10), edits=st.lists(_EDIT, max_size=6))
+def test_real_lines_with_any_bytes_changed_are_encoded_alike(
+    picks: list[int], edits: list[tuple[int, int, int]]
+) -> None:
+    lines = []
+    for n, p in enumerate(picks):
+        line = bytearray(_SAMPLE[p % len(_SAMPLE)])
+        for at, how, byte in edits[n % 2 :: 2]:
+            if not line:
+                break
+            at %= len(line)
+            if how == 0:
+                line[at] = byte
+            elif how == 1:
+                line.insert(at, byte)
+            elif how == 2:
+                del line[at]
+            else:
+                del line[at:]
+        lines.append(bytes(line).replace(b"\n", b" "))
+    _assert_alike(lines)
+
+
+def _variants() -> list[bytes]:
+    """The emitter's line with each field the event's ``rest`` may leave out set otherwise."""
+    metadata = {"http_status": 200, "latency_ms": 1.5, "text": "é \u2028 </script>"}
+    env = envelope(
+        "backend.llm.call.response", test_id="t-1", slug="s1", ts="2026-11-21T10:00:01.234Z", duration_ms=12,
+        metadata=metadata,
+    )  # fmt: skip
+    raw = _dumps(env)
+    return [
+        PREFIX.encode() + raw,
+        PREFIX.encode() + raw.replace(b'"trace_id":"t-1"', b'"trace_id":"t-10"'),  # the test id and more
+        PREFIX.encode() + raw.replace(b'"parent_span_id":null', b'"parent_span_id":"00000000000000aa"'),
+        PREFIX.encode() + raw.replace(b'"slug":"s1"', b'"slug":"s12"'),
+        PREFIX.encode() + raw.replace(b'"duration_ms":12', b'"duration_ms":-0'),
+        PREFIX.encode() + raw.replace(b'"duration_ms":12', b'"duration_ms":null'),
+        PREFIX.encode() + re.sub(rb'"mono_ns":\d+', b'"mono_ns":-0', raw),
+        PREFIX.encode() + re.sub(rb'"mono_ns":\d+', b'"mono_ns":-123456789012345678', raw),
+        PREFIX.encode() + raw.replace(b'"latency_ms":1.5', b'"latency_ms":1.50,"latency_ms":2'),  # the last kept
+        b"2026-11-21 10:00:01,234 INFO app: " + PREFIX.encode() + raw,
+        b"\x1b[32mINFO\x1b[0m " + PREFIX.encode() + raw,  # colour codes: the general parser's
+        b"CVD\x1b[0mIAG component=backend test_id=t-1 " + PREFIX.encode() + raw,  # a breadcrumb once they go
+        JAVA_PREFIX.encode() + raw,
+        JAVA_PREFIX.encode() + raw.replace(b'"text":"', b'"text":"CVDIAG {'),  # an earlier reading to try: not taken
+        docker_line(PREFIX + raw.decode(), 0.0).encode(),  # text past ASCII: the general parser's
+        docker_line(PREFIX + raw.decode().replace("é", "e").replace("\u2028", " "), 0.0).encode(),
+    ]
+
+
+def test_each_field_the_rest_may_leave_out_is_written_as_the_python_path_writes_it() -> None:
+    lines = _variants()
+    taken = [_assert_alike([line]) for line in lines]
+    assert taken == [1] * 10 + [0, 0, 1, 0, 0, 1], taken
+
+
+def test_the_lines_of_the_benchmark_log_are_nearly_all_taken() -> None:
+    """The emitter's own lines, Java's prefix and Docker's records of them: all taken;
+    what is left is colour codes (read by the general parser)."""
+    marked = [line for line in _sample_lines(3_000_000) if b"CVDIAG" in line]
+    taken = _assert_alike(marked)
+    assert len(marked) > 1000 and taken > 0.95 * len(marked), (taken, len(marked))
+    coloured = [line for line in marked if b"\x1b" in line]
+    assert _assert_alike(coloured) == 0  # left to the general parser, as documented
+
+
+def test_wrapped_lines_are_taken_only_in_the_shapes_it_knows() -> None:
+    """Of the wrapped lines, the Docker records of the emitter's line (either stream,
+    escaped or not, whatever its metadata); no colour codes, no compose prefix."""
+    taken = [i for i, (line, _) in enumerate(_WRAPPED) if _assert_alike([line])]
+    assert taken == [4, 6, 8, 10], taken
+
+
+def test_a_report_is_the_same_with_and_without_the_compiled_reader(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole document, built over real lines of every shape, both ways."""
+    log = tmp_path / "app.log"
+    log.write_bytes(b"\n".join(_sample_lines(1_000_000)) + b"\n")
+    with_c = report_data.build(resolve_sources([str(log)]), all_tests=True)
+    monkeypatch.setattr(report_data, "_plain_events", lambda: None)
+    without = report_data.build(resolve_sources([str(log)]), all_tests=True)
+    for doc in (with_c, without):
+        doc["meta"].pop("generated")
+    assert sum(len(orjson.loads(b"[" + b",".join(d["events"]) + b"]")) for d in with_c["details"]) > 1000
+    assert with_c == without
