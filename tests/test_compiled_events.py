@@ -163,3 +163,63 @@ def test_a_report_is_the_same_with_and_without_the_compiled_reader(
         doc["meta"].pop("generated")
     assert sum(len(orjson.loads(b"[" + b",".join(d["events"]) + b"]")) for d in with_c["details"]) > 1000
     assert with_c == without
+
+
+#: ASCII as orjson writes it unescaped or with a two-byte escape (a \u escape is read and written).
+_ASCII = st.text(st.sampled_from([chr(c) for c in range(0x20, 0x80)] + list("\b\f\n\r\t")), max_size=8)
+_CANONICAL_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**18) + 1, 10**18 - 1) | _ASCII,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_ASCII, inner, max_size=4),
+    max_leaves=12,
+)
+_ANY_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=st.dictionaries(_ASCII, _CANONICAL_VALUES, max_size=6))
+def test_the_emitters_metadata_is_copied_as_it_is(value: dict) -> None:
+    """What orjson writes of ASCII text, integers and literals is taken as it is."""
+    assert fold._CFOLD.canonical_object(orjson.dumps(value))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    value=st.dictionaries(st.text(max_size=4), _ANY_VALUES, max_size=6),
+    how=st.sampled_from(["orjson", "json", "spaced", "escaped", "twice"]),
+)
+@example(value={"a": 0}, how="twice")
+def test_metadata_is_copied_only_where_orjson_writes_back_the_same_bytes(value: dict, how: str) -> None:
+    import json
+
+    raw = {
+        "orjson": lambda: orjson.dumps(value),
+        "json": lambda: json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(),
+        "spaced": lambda: json.dumps(value).encode(),
+        "escaped": lambda: json.dumps(value, separators=(",", ":")).encode(),  # \\u escapes, \\/ never
+        "twice": lambda: orjson.dumps(value)[:-1] + (b"," if value else b"") + orjson.dumps(value)[1:],  # keys twice
+    }[how]()
+    if fold._CFOLD.canonical_object(raw):
+        assert orjson.dumps(orjson.loads(raw)) == raw
+
+
+def test_metadata_orjson_would_rewrite_is_read_and_written() -> None:
+    rewritten = (b'{"a":-0}', b'{"a":1.50}', b'{"a":1e2}', b'{"a":1,"a":2}', b'{"a":"\\/"}', b'{"a":"\\u0041"}')
+    for raw in (
+        *rewritten,
+        b'{"a": 1}',
+        b'{"a":"\xc3\xa9"}',
+        b'{"a":1234567890123456789}',
+        b'{"a":01}',
+        b"[]",
+        b'{"a":1}x',
+    ):
+        assert not fold._CFOLD.canonical_object(raw), raw
+    assert fold._CFOLD.canonical_object(b'{"a":{"b":[1,-2,"x\\n",true,null,{}]},"c":[]}')

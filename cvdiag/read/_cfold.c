@@ -19,10 +19,14 @@
  * (slug, boundary, outcome); a line is counted here only when it is certainly a valid
  * envelope that says nothing beyond its head, every other line goes to Python.
  *
- * Two functions of the module serve the readers: certainly_object (a strict JSON
- * reading: true only where orjson would read an object too) and untouched (whether
- * parsing.coerce certainly has nothing to change, from rules parsing.py builds); newlines
- * counts lines; reuse_block_memory and release_free_memory tune the CLI's allocator.
+ * Folder.event serves the report: one line's event as report_data._encode writes it,
+ * where the general parser certainly reads the line as its head says.
+ *
+ * Functions of the module serve the readers: certainly_object (a strict JSON reading:
+ * true only where orjson would read an object too), canonical_object (JSON that orjson
+ * writes back byte for byte) and untouched (whether parsing.coerce certainly has nothing
+ * to change, from rules parsing.py builds); newlines counts lines; read_block reads a
+ * block; reuse_block_memory and release_free_memory tune the CLI's allocator.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -177,6 +181,7 @@ struct Folder {
     Py_ssize_t max_line;                   /* parsing.MAX_LINE: a longer line is Python's to call malformed */
     char *scratch; Py_ssize_t scratch_cap; /* the text of a Docker record, unescaped */
     NumberedName numbered[N_NUMBERED];
+    char *event_room; Py_ssize_t event_room_cap; /* Folder.event writes its event here, kept for the next */
     /* state */
     NameTable names;
     TidEntry *tids; Py_ssize_t tids_cap, tids_used;
@@ -1426,6 +1431,87 @@ static PyObject *Folder_fold_env(Folder *f, PyObject *args) {
 }
 
 /* -- results ------------------------------------------------------------------------ */
+/* Whether p[*i:b] starts with JSON that orjson writes back byte for byte once read
+ * (orjson.dumps(orjson.loads(x)) == x): no white space, ASCII strings with only the
+ * escapes orjson writes the same (\" \\ \b \f \n \r \t), integers of at most 18 digits
+ * other than -0, no fraction or exponent (orjson rewrites those), no key twice in an
+ * object. 1 with *i past it, 0 otherwise: then read and write it. */
+#define CANON_KEYS 32
+static int canonical_value(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth);
+
+static int canonical_string(const char *p, Py_ssize_t *i, Py_ssize_t b) {
+    Py_ssize_t j = *i + 1; /* p[*i] is the quote */
+    while (j < b) {
+        unsigned char c = (unsigned char)p[j];
+        if (c == '"') { *i = j + 1; return 1; }
+        if (c < 0x20 || c >= 0x80) return 0;
+        if (c == '\\') {
+            char e = j + 1 < b ? p[j + 1] : 0;
+            if (!(e == '"' || e == '\\' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't')) return 0;
+            j += 2;
+            continue;
+        }
+        j++;
+    }
+    return 0;
+}
+
+static int canonical_object(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth) {
+    Py_ssize_t key_at[CANON_KEYS], key_len[CANON_KEYS];
+    int keys = 0;
+    (*i)++;
+    if (*i < b && p[*i] == '}') { (*i)++; return 1; }
+    for (;;) {
+        Py_ssize_t k = *i;
+        if (k >= b || p[k] != '"' || !canonical_string(p, i, b) || keys == CANON_KEYS) return 0;
+        for (int n = 0; n < keys; n++)
+            if (key_len[n] == *i - k && memcmp(p + key_at[n], p + k, *i - k) == 0) return 0; /* a key twice */
+        key_at[keys] = k; key_len[keys++] = *i - k;
+        if (*i >= b || p[*i] != ':') return 0;
+        (*i)++;
+        if (!canonical_value(p, i, b, depth + 1) || *i >= b) return 0;
+        if (p[*i] == '}') { (*i)++; return 1; }
+        if (p[*i] != ',') return 0;
+        (*i)++;
+    }
+}
+
+static int canonical_value(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth) {
+    if (*i >= b || depth > 64) return 0;
+    char c = p[*i];
+    if (c == '{') return canonical_object(p, i, b, depth);
+    if (c == '[') {
+        (*i)++;
+        if (*i < b && p[*i] == ']') { (*i)++; return 1; }
+        for (;;) {
+            if (!canonical_value(p, i, b, depth + 1) || *i >= b) return 0;
+            if (p[*i] == ']') { (*i)++; return 1; }
+            if (p[*i] != ',') return 0;
+            (*i)++;
+        }
+    }
+    if (c == '"') return canonical_string(p, i, b);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        Py_ssize_t j = *i + (c == '-'), d0 = j;
+        if (j < b && p[j] == '0') j++;
+        else while (j < b && p[j] >= '0' && p[j] <= '9') j++;
+        if (j == d0 || j - d0 > 18 || (c == '-' && j - d0 == 1 && p[d0] == '0')) return 0;
+        if (j < b && (p[j] == '.' || p[j] == 'e' || p[j] == 'E')) return 0;
+        *i = j;
+        return 1;
+    }
+    if (starts(p, *i, b, "true", 4)) { *i += 4; return 1; }
+    if (starts(p, *i, b, "false", 5)) { *i += 5; return 1; }
+    if (starts(p, *i, b, "null", 4)) { *i += 4; return 1; }
+    return 0;
+}
+
+/* Whether buf[a:b] is one JSON object orjson writes back as it is (canonical_value). */
+static int canonical_json_object(const char *buf, Py_ssize_t a, Py_ssize_t b) {
+    Py_ssize_t i = a;
+    return a < b && buf[a] == '{' && canonical_object(buf, &i, b, 0) && i == b;
+}
+
 /* -- a report's event of a line in the emitter's plain layout (report_data._encode) --- */
 typedef struct {
     char *b;
@@ -1553,7 +1639,7 @@ static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *result = NULL, *md = NULL, *md_json = NULL;
-    Out o = {NULL, 0, 0};
+    Out o = {f->event_room, 0, f->event_room_cap};
     const char *src = NULL;
     Py_ssize_t pos = 0, end = 0;
     if (ls < 0 || le > view.len) goto none;
@@ -1564,19 +1650,22 @@ static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs
     if (!found || !match_head_spans(f, src, pos, end, &h, 1) || h.long_int || !plain_frame(f, src, &h, end) ||
         !emitter_ts(f, src + h.a[4], h.n[4], &secs, &milli))
         goto none;
-    /* the metadata, read as plain_shaped proves it: an object orjson reads */
+    /* the metadata as dumps writes what loads reads: as it is when that is certain (most
+     * lines), else read and written; not an object orjson reads: the general parser's */
     Py_ssize_t md_a = h.end + f->middle_len, md_b = end - f->end_len;
-    if (!(md = PyBytes_FromStringAndSize(src + md_a, md_b - md_a))) goto fail;
-    PyObject *md_obj = PyObject_CallOneArg(f->loads, md);
-    if (!md_obj || !PyDict_CheckExact(md_obj)) {
-        Py_XDECREF(md_obj);
-        PyErr_Clear();
-        goto none;
+    if (!canonical_json_object(src, md_a, md_b)) {
+        if (!(md = PyBytes_FromStringAndSize(src + md_a, md_b - md_a))) goto fail;
+        PyObject *md_obj = PyObject_CallOneArg(f->loads, md);
+        if (!md_obj || !PyDict_CheckExact(md_obj)) {
+            Py_XDECREF(md_obj);
+            PyErr_Clear();
+            goto none;
+        }
+        md_json = PyObject_CallOneArg(dumps, md_obj);
+        Py_DECREF(md_obj);
+        if (!md_json) goto fail;
+        if (!PyBytes_Check(md_json)) { PyErr_SetString(PyExc_TypeError, "dumps gives bytes"); goto fail; }
     }
-    md_json = PyObject_CallOneArg(dumps, md_obj);
-    Py_DECREF(md_obj);
-    if (!md_json) goto fail;
-    if (!PyBytes_Check(md_json)) { PyErr_SetString(PyExc_TypeError, "dumps gives bytes"); goto fail; }
     /* the sort key (report_data._sort_key): order_key + 2**127 in 16 bytes, the span flag,
      * the identity's parts each ended by \0\1 (a head string holds no NUL), then \0\0 */
     int span = -1;
@@ -1599,7 +1688,9 @@ static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs
         out_name(f, &o, src + h.a[6], h.n[6], index, number) < 0 || out_put(&o, ",", 1) < 0)
         goto fail;
     if ((h.num_n ? out_json_int(&o, src + h.num_a, h.num_n) : out_put(&o, "null", 4)) < 0 || out_put(&o, ",", 1) < 0 ||
-        out_put(&o, PyBytes_AS_STRING(md_json), PyBytes_GET_SIZE(md_json)) < 0 || out_put(&o, ",", 1) < 0)
+        (md_json ? out_put(&o, PyBytes_AS_STRING(md_json), PyBytes_GET_SIZE(md_json))
+                 : out_put(&o, src + md_a, md_b - md_a)) < 0 ||
+        out_put(&o, ",", 1) < 0)
         goto fail;
     /* rest: the head fields the page cannot rebuild, in the line's order */
     int said = 0;
@@ -1627,7 +1718,7 @@ fail:
     result = NULL;
 done:
     Py_XDECREF(md); Py_XDECREF(md_json);
-    PyMem_Free(o.b);
+    f->event_room = o.b; f->event_room_cap = o.cap;
     PyBuffer_Release(&view);
     return result;
 }
@@ -1752,7 +1843,7 @@ static void Folder_dealloc(Folder *f) {
     for (int k = 0; k < f->n_fields; k++) { PyMem_Free(f->fields[k].name); PyMem_Free(f->fields[k].literal); }
     char *owned[] = {f->head, f->prefix, f->jprefix, f->markers[0], f->markers[1], f->middle, f->end,
                      f->tails[0], f->tails[1], f->failed[0], f->failed[1], f->failed[2], f->failed[3],
-                     f->accounting, f->llm_response, f->scratch};
+                     f->accounting, f->llm_response, f->scratch, f->event_room};
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) PyMem_Free(owned[i]);
     Py_XDECREF(f->k_boundary); Py_XDECREF(f->k_layer); Py_XDECREF(f->k_outcome); Py_XDECREF(f->k_ts);
     Py_XDECREF(f->k_mono); Py_XDECREF(f->k_slug); Py_XDECREF(f->k_test_id);
@@ -1865,6 +1956,14 @@ static PyTypeObject FolderType = {
     .tp_methods = Folder_methods,
     .tp_getset = Folder_getset,
 };
+
+static PyObject *module_canonical_object(PyObject *m, PyObject *arg) {
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0) return NULL;
+    int ok = canonical_json_object(v.buf, 0, v.len);
+    PyBuffer_Release(&v);
+    return PyBool_FromLong(ok);
+}
 
 static PyObject *module_certainly_object(PyObject *m, PyObject *arg) {
     Py_buffer v;
@@ -2020,6 +2119,8 @@ static PyMethodDef module_methods[] = {
      "release_free_memory() -> None: the heap's free pages handed back (glibc only)."},
     {"untouched", module_untouched, METH_VARARGS,
      "untouched(env, rules) -> whether parsing.coerce certainly has nothing to change (False: run it)."},
+    {"canonical_object", module_canonical_object, METH_O,
+     "canonical_object(data) -> whether data is one JSON object orjson writes back byte for byte once read."},
     {"certainly_object", module_certainly_object, METH_O,
      "certainly_object(data) -> whether data is certainly one JSON object (False: orjson decides)."},
     {NULL, NULL, 0, NULL},
