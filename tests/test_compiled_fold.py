@@ -82,8 +82,8 @@ def _assert_same(compiled: fold.Fold, python: fold.Fold) -> None:
         assert classify(got, Thresholds(), log_end=end).to_json() == classify(want, Thresholds(), log_end=end).to_json()
     if python.kept is not None:
         assert compiled.kept is not None
-        assert {t: (list(k.places), k.more, k.llm_ms) for t, k in compiled.kept.items()} == {
-            t: (list(k.places), k.more, k.llm_ms) for t, k in python.kept.items()
+        assert {t: (list(k.lines()), k.more, k.llm_ms) for t, k in compiled.kept.items()} == {
+            t: (list(k.lines()), k.more, k.llm_ms) for t, k in python.kept.items()
         }
 
 

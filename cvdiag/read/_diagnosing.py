@@ -113,7 +113,7 @@ def _read_detail(share: Share, rows: list[dict[str, Any]], detail: Detail) -> No
         if detail.reader is not None and detail.wants(row["test_id"], row["status"], row["class"]):
             read = row["_read"] = detail.reader(row)
             readers.append(read)
-            at = kept.places
+            at = kept.lines()
             for i in range(0, len(at), 3):
                 places.setdefault(at[i], []).append((at[i + 1], at[i + 2], read))
         del row["_kept"]

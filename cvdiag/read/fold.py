@@ -239,10 +239,11 @@ _PLACE_MAX = (1 << 31) - 1  # a place is three int32s: past this (never, with bl
 class Kept:
     """What a report needs of one test beyond its row, kept by a ``Fold`` given
     ``keep_lines``: where its first envelopes are (``places``: block, start, end of each,
-    so the tests shown in detail are read again line by line, not the whole log), how
-    many more there are, and the time its LLM calls took."""
+    int32s, so the tests shown in detail are read again line by line, not the whole log),
+    how many more there are, and the time its LLM calls took. Never sent between
+    processes: the process that diagnoses reads the places (``_diagnosing._read_detail``)."""
 
-    __slots__ = ("llm_ms", "more", "places", "read")
+    __slots__ = ("llm_ms", "more", "places")
 
     def __init__(self) -> None:
         from array import array  # only here: a shared library, and only ``report`` keeps places
@@ -250,21 +251,17 @@ class Kept:
         self.places: Any = array("i")  # int32: half the memory of int64, and blocks are MBs
         self.more = 0
         self.llm_ms: float | None = None
-        self.read: Any = None  # what ``Detail.reader`` made of the envelopes at ``places``
 
-    def __getstate__(self) -> tuple:
-        return tuple(getattr(self, k) for k in self.__slots__)
-
-    def __setstate__(self, state: tuple) -> None:
-        for k, v in zip(self.__slots__, state, strict=True):
-            setattr(self, k, v)
+    def lines(self) -> memoryview:
+        """``places`` as int32s, whether the Python fold appended them or the compiled one
+        handed over their bytes."""
+        return memoryview(self.places).cast("B").cast("i")
 
     @classmethod
     def of(cls, places: bytes, more: int, llm_ms: float | None) -> Kept:
-        """What the compiled fold kept: ``places`` as the bytes of int32 triples."""
-        kept = cls()
-        kept.places.frombytes(places)
-        kept.more, kept.llm_ms = more, llm_ms
+        """What the compiled fold kept: ``places`` as the bytes of int32 triples, kept as they are."""
+        kept = cls.__new__(cls)
+        kept.places, kept.more, kept.llm_ms = places, more, llm_ms
         return kept
 
 
