@@ -122,6 +122,8 @@ def _variants() -> list[bytes]:
         b"CVD\x1b[0mIAG component=backend test_id=t-1 " + PREFIX.encode() + raw,  # a breadcrumb once they go
         JAVA_PREFIX.encode() + raw,
         JAVA_PREFIX.encode() + raw.replace(b'"text":"', b'"text":"CVDIAG {'),  # an earlier reading to try: not taken
+        raw,  # a bare envelope
+        raw.replace(b'"text":"', b'"text":"CVDIAG component=x '),  # a marker in it: not taken
         docker_line(PREFIX + raw.decode(), 0.0).encode(),  # text past ASCII: the general parser's
         docker_line(PREFIX + raw.decode().replace("é", "e").replace("\u2028", " "), 0.0).encode(),
     ]
@@ -130,7 +132,7 @@ def _variants() -> list[bytes]:
 def test_each_field_the_rest_may_leave_out_is_written_as_the_python_path_writes_it() -> None:
     lines = _variants()
     taken = [_assert_alike([line]) for line in lines]
-    assert taken == [1] * 10 + [0, 0, 1, 0, 0, 1], taken
+    assert taken == [1] * 10 + [0, 0, 1, 0, 1, 0, 0, 1], taken
 
 
 def test_the_lines_of_the_benchmark_log_are_nearly_all_taken() -> None:

@@ -1583,13 +1583,19 @@ enum { R_REBUILT = 'r', R_KEEP = 'k', R_NOT_NULL = 'n', R_NOT_TEST_ID = 't', R_N
  * at src[*pos:*end]; 0 when not certain; -1 on error. The cases of parsing.parse_line
  * taken here: the first "CVDIAG {" of a line that has no colour code and does not start
  * with "{"; a line that starts with "CVDIAG_EVENT {" and holds no "CVDIAG {"; a Docker
- * json-file record whose text is one of those two, starting at its first byte. */
+ * json-file record whose text is one of those two, starting at its first byte; a line
+ * that is a bare envelope, with no colour code and no marker anywhere in it. */
 static int event_json(Folder *f, const char *buf, Py_ssize_t ls, Py_ssize_t le, const char **src, Py_ssize_t *pos,
                       Py_ssize_t *end) {
     static const char json_prefix[] = "CVDIAG {";
     const Py_ssize_t jn = sizeof json_prefix - 1;
     if (le - ls > f->max_line || ls >= le) return 0;
-    if (buf[ls] == '{') { /* only a Docker record of the emitter's own line */
+    if (buf[ls] == '{') { /* a Docker record of the emitter's own line, or a bare envelope */
+        if (starts(buf, ls, le, f->head, f->head_len)) { /* read whole when no marker is in it */
+            if (memchr(buf + ls, 0x1b, le - ls) || find(buf, ls, le, f->markers[0], f->marker_lens[0]) >= 0) return 0;
+            *src = buf; *pos = ls; *end = le;
+            return 1;
+        }
         Py_ssize_t n = docker_text(f, buf, ls, le);
         if (n <= 0) return (int)n;
         const char *q = f->scratch;
