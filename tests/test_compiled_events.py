@@ -38,7 +38,7 @@ def _both(line: bytes, t0_ms: int, slug: str, strings: report_data.Strings) -> t
     ls, le = 6, 6 + len(line)
     own = copy.deepcopy(strings)
     compiled = report_data._plain_events().event(
-        buf, ls, le, t0_ms, slug.encode(), report_data._RULES, own.index, own, dumps
+        buf, ls, le, t0_ms, slug.encode(), report_data._RULES, own, own, dumps
     )
     kind, env, _ = parse_span(buf, ls, le)
     python = None

@@ -47,23 +47,27 @@ _REBUILT = frozenset({"schema_version", "test_id", "layer", "boundary", "outcome
 _SEED: tuple[str, ...] = tuple(dict.fromkeys((*LAYERS, *OUTCOMES, *CATALOG)))
 
 
-class Strings:
+class Strings(dict[str, int]):
     """A table of the names that repeat across rows and events (boundaries, slugs,
-    classes), starting with ``_SEED``."""
+    classes), numbered in the order met, starting with ``_SEED``: ``strings[name]`` is a
+    name's number (a name not met yet gets the next), ``strings(value)`` any value's as text."""
 
-    __slots__ = ("index", "table")
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self.table: list[str] = list(_SEED)
-        self.index: dict[str, int] = {name: i for i, name in enumerate(_SEED)}
+        super().__init__((name, i) for i, name in enumerate(_SEED))
+
+    def __missing__(self, name: str) -> int:
+        number = self[name] = len(self)
+        return number
 
     def __call__(self, text: Any) -> int:
-        text = text if isinstance(text, str) else "" if text is None else str(text)
-        i = self.index.get(text)
-        if i is None:
-            i = self.index[text] = len(self.table)
-            self.table.append(text)
-        return i
+        return self[text if isinstance(text, str) else "" if text is None else str(text)]
+
+    @property
+    def table(self) -> list[str]:
+        """The names in the order of their numbers."""
+        return list(self)
 
 
 class _TestEvents:
@@ -91,7 +95,7 @@ class _TestEvents:
         plain = _plain_events()
         if plain is not None:
             strings = self.strings
-            event = plain.event(buf, ls, le, self.t0_ms, self.slug.encode(), _RULES, strings.index, strings, dumps)
+            event = plain.event(buf, ls, le, self.t0_ms, self.slug.encode(), _RULES, strings, strings, dumps)
             if event is not None:
                 self.events.append(event)
                 return
@@ -116,7 +120,7 @@ class _TestEvents:
             if key != previous:
                 out.append(event[cut:])
             previous = key
-        self.joined = len(self.strings.table) == len(_SEED)  # no other name met yet in this process
+        self.joined = len(self.strings) == len(_SEED)  # no other name met yet in this process
         self.events = [b",".join(out)] if self.joined and out else out
 
 
@@ -140,7 +144,7 @@ def _renumbered(held: _TestEvents, strings: Strings, maps: dict[int, list[bytes]
         return held.events
     to = maps.get(id(held.strings))
     if to is None:
-        to = maps[id(held.strings)] = [b"%d" % strings(name) for name in held.strings.table]
+        to = maps[id(held.strings)] = [b"%d" % strings[name] for name in held.strings]
     out = []
     for event in held.events:
         head, layer, boundary, outcome, tail = event.split(b",", 4)
@@ -316,7 +320,7 @@ class _Index:
         self.shown: list[dict[str, Any]] = []
 
     def add(self, r: Mapping[str, Any], llm: float | None, detail: dict[str, Any] | None) -> None:
-        strings = self.strings
+        strings = self.strings  # names by subscript: a dict lookup, a call only for a new one
         tid = r["test_id"]
         diag = r.get("_diagnosis") or {}
         facts = diag.get("evidence") or {}
@@ -331,15 +335,15 @@ class _Index:
             [
                 tid,
                 self.labels.get(tid),
-                strings(r["slug"]),
-                strings(r.get("class") or ""),
+                strings[r["slug"]],
+                strings[r.get("class") or ""],
                 1 if r["status"] == "fail" else 0,
-                strings(r["terminal"]),
+                strings[r["terminal"]],
                 r["duration_ms"],
                 facts.get("ttfb_ms"),
                 None if llm is None else round(llm),
                 r["events"],
-                [strings(x) for x in r["layers"]],
+                [strings[x] for x in r["layers"]],
                 round((ts_seconds(r["first_ts"]) - self.start_s) * 1000),
                 diag.get("reason", ""),
                 diag.get("confidence"),
