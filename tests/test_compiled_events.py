@@ -37,9 +37,7 @@ def _both(line: bytes, t0_ms: int, slug: str, strings: report_data.Strings) -> t
     buf = b"noise\n" + line + b"\nmore noise"  # a line inside a buffer, as a report reads it
     ls, le = 6, 6 + len(line)
     own = copy.deepcopy(strings)
-    compiled = report_data._plain_events().event(
-        buf, ls, le, t0_ms, slug.encode(), report_data._RULES, own, own, dumps
-    )
+    compiled = report_data._plain_events().event(buf, ls, le, t0_ms, slug.encode(), report_data._RULES, own, own, dumps)
     kind, env, _ = parse_span(buf, ls, le)
     python = None
     if kind == ENVELOPE:
