@@ -928,7 +928,7 @@ static int head_ts_ref(const char *t, Py_ssize_t n, const TsFacts *tf, TsRef *re
  * fixed tail, an ASCII head (valid UTF-8) and metadata that is a JSON object, so it is
  * certainly valid JSON with no key twice at its top. 1 yes, 0 no, -1 error. plain_frame
  * checks all but the metadata. */
-static int plain_frame(Folder *f, const char *buf, const Head *h, Py_ssize_t le) {
+static ALWAYS_INLINE int plain_frame(Folder *f, const char *buf, const Head *h, Py_ssize_t le) {
     Py_ssize_t md = h->end + f->middle_len, md_end = le - f->end_len;
     return md <= md_end && memcmp(buf + h->end, f->middle, f->middle_len) == 0 &&
            memcmp(buf + md_end, f->end, f->end_len) == 0 && !(h->high & 0x80); /* an ASCII head: the rest of it is */
