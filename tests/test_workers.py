@@ -3,6 +3,7 @@ and stopping them can never hang the command."""
 
 from __future__ import annotations
 
+import gc
 import signal
 from pathlib import Path
 
@@ -27,6 +28,31 @@ def test_workers_die_on_sigterm_whatever_handler_the_command_installed() -> None
         assert run_parts(_dies_on_sigterm, [0, 1], 2) == [True, True]
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _collects(_: int) -> bool:
+    return gc.isenabled()
+
+
+def _fails(_: int) -> bool:
+    raise ValueError("boom")
+
+
+def test_the_collector_is_paused_only_in_the_driver_and_only_while_results_come_in() -> None:
+    """The driver takes the results in with its collector off; the workers collect, and
+    the driver's collector is as it was afterwards, whatever happened."""
+    assert gc.isenabled()
+    assert run_parts(_collects, [0, 1], 2) == [True, True]
+    assert gc.isenabled()
+    with pytest.raises(ValueError, match="boom"):
+        run_parts(_fails, [0, 1], 2)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert run_parts(_collects, [0, 1], 2) == [True, True]
+        assert not gc.isenabled()  # a host that turned it off keeps it off
+    finally:
+        gc.enable()
 
 
 @given(

@@ -35,12 +35,12 @@ EVIDENCE_BUDGET = _budget(os.environ.get("CVDIAG_EVIDENCE_BUDGET"))
 
 class Detail:
     """Which tests a report shows whole: every one (``everything``), or those that failed,
-    are flagged or are named in ``ids``. Only those keep their whole verdict, and their
-    first ``lines`` envelopes are read again and handed to what ``reader`` makes for the
-    test (given the row; ``line(buf, start, end)`` each in file order, then ``finish()``), kept in
-    the row's ``_read``; the rest keep ``facts`` of their evidence (what an index row shows).
-    All of it happens in the process that diagnoses, so the work is shared between the
-    processes and none holds every test's whole verdict."""
+    are flagged or are named in ``ids``. Only those keep their whole verdict, and the
+    lines of their first ``lines`` envelopes are read again and handed to what ``reader``
+    makes for the test (given the row; ``line(buf, start, end)`` each in file order, then
+    ``finish()``), kept in the row's ``_read``; the rest keep ``facts`` of their evidence
+    (what an index row shows). All of it happens in the process that diagnoses, so the
+    work is shared between the processes and none holds every test's whole verdict."""
 
     __slots__ = ("everything", "facts", "ids", "lines", "reader")  # not a dataclass: see split.Share
 

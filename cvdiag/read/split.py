@@ -50,7 +50,7 @@ def run_parts(work: Callable[[Any], _Result], shares: Iterable[Any], jobs: int) 
     """``work`` of each share in ``jobs`` forked processes, results in the shares' order."""
     import multiprocessing  # only here: it costs start-up time
 
-    with multiprocessing.get_context("fork").Pool(jobs, initializer=_end_on_sigterm) as pool, _collector_paused():
+    with multiprocessing.get_context("fork").Pool(jobs, initializer=_start_worker) as pool, _collector_paused():
         return pool.map(work, shares)
 
 
@@ -68,14 +68,17 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _end_on_sigterm() -> None:
-    """A worker ends at once on SIGTERM, which the pool sends to stop idle workers.
+def _start_worker() -> None:
+    """A worker ends at once on SIGTERM, which the pool sends to stop idle workers, and
+    collects cycles whatever the driver is doing.
 
     The command's own SIGTERM handler (inherited through fork) raises in Python code, and
     a signal that lands just before a worker blocks on the pool's task lock is never
-    handled: the worker waits for that lock forever and the command hangs at its end.
+    handled: the worker waits for that lock forever and the command hangs at its end. A
+    worker the pool starts again is forked while the driver's collector is paused.
     """
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    gc.enable()
 
 
 def files_end(sources: list[Source]) -> float | None:
