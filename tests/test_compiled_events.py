@@ -223,3 +223,25 @@ def test_metadata_orjson_would_rewrite_is_read_and_written() -> None:
     ):
         assert not fold._CFOLD.canonical_object(raw), raw
     assert fold._CFOLD.canonical_object(b'{"a":{"b":[1,-2,"x\\n",true,null,{}]},"c":[]}')
+
+
+def test_a_call_made_while_one_runs_is_left_to_the_general_parser() -> None:
+    """``Folder.event`` calls Python (orjson through ``dumps``), where another thread may
+    call it on the same reader: that call must not touch the buffers the first is using."""
+    line = _variants()[0]  # metadata with a fraction: read and written through ``dumps``
+    strings = report_data.Strings()
+    inner: list[Any] = []
+
+    def reentering(value: Any) -> bytes:
+        inner.append(
+            report_data._plain_events().event(line, 0, len(line), 0, b"s1", report_data._RULES, strings, strings, dumps)
+        )
+        return dumps(value)
+
+    outer = report_data._plain_events().event(
+        line, 0, len(line), 0, b"s1", report_data._RULES, strings, strings, reentering
+    )
+    assert inner == [None]
+    assert outer == report_data._plain_events().event(
+        line, 0, len(line), 0, b"s1", report_data._RULES, strings, strings, dumps
+    )

@@ -182,6 +182,7 @@ struct Folder {
     char *scratch; Py_ssize_t scratch_cap; /* the text of a Docker record, unescaped */
     NumberedName numbered[N_NUMBERED];
     char *event_room; Py_ssize_t event_room_cap; /* Folder.event writes its event here, kept for the next */
+    int in_event; /* Folder.event is running: it calls Python, and another thread may call it meanwhile */
     /* state */
     NameTable names;
     TidEntry *tids; Py_ssize_t tids_cap, tids_used;
@@ -1642,8 +1643,10 @@ static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_ValueError, "one rule per head field, on a folder not cleared");
         return NULL;
     }
+    if (f->in_event) Py_RETURN_NONE; /* its scratch and room are in use: the general parser's */
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    f->in_event = 1;
     PyObject *result = NULL, *md = NULL, *md_json = NULL;
     Out o = {f->event_room, 0, f->event_room_cap};
     const char *src = NULL;
@@ -1725,6 +1728,7 @@ fail:
 done:
     Py_XDECREF(md); Py_XDECREF(md_json);
     f->event_room = o.b; f->event_room_cap = o.cap;
+    f->in_event = 0;
     PyBuffer_Release(&view);
     return result;
 }
