@@ -17,7 +17,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from logkit import docker_line
-from test_compiled_fold import _EDIT, _LINE, _MONO_PAST_INT64, _SAMPLE, _WRAPPED, _dumps, _line, _sample_lines
+from test_compiled_fold import (
+    _EDIT,
+    _LINE,
+    _MONO_PAST_INT64,
+    _SAMPLE,
+    _WRAPPED,
+    _dumps,
+    _edited,
+    _line,
+    _sample_lines,
+)
 
 from cvdiag.contract.schema import JAVA_PREFIX, PREFIX
 from cvdiag.face import report_data
@@ -78,22 +88,7 @@ def test_any_line_is_encoded_as_the_general_parser_reads_it(
 def test_real_lines_with_any_bytes_changed_are_encoded_alike(
     picks: list[int], edits: list[tuple[int, int, int]]
 ) -> None:
-    lines = []
-    for n, p in enumerate(picks):
-        line = bytearray(_SAMPLE[p % len(_SAMPLE)])
-        for at, how, byte in edits[n % 2 :: 2]:
-            if not line:
-                break
-            at %= len(line)
-            if how == 0:
-                line[at] = byte
-            elif how == 1:
-                line.insert(at, byte)
-            elif how == 2:
-                del line[at]
-            else:
-                del line[at:]
-        lines.append(bytes(line).replace(b"\n", b" "))
+    lines = [_edited(_SAMPLE[p % len(_SAMPLE)], edits[n % 2 :: 2]).replace(b"\n", b" ") for n, p in enumerate(picks)]
     _assert_alike(lines)
 
 
@@ -183,14 +178,14 @@ _ANY_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=st.dictionaries(_ASCII, _CANONICAL_VALUES, max_size=6))
 def test_the_emitters_metadata_is_copied_as_it_is(value: dict) -> None:
     """What orjson writes of ASCII text, integers and literals is taken as it is."""
     assert fold._CFOLD.canonical_object(orjson.dumps(value))
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     value=st.dictionaries(st.text(max_size=4), _ANY_VALUES, max_size=6),
     how=st.sampled_from(["orjson", "json", "spaced", "escaped", "twice"]),

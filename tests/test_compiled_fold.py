@@ -619,6 +619,28 @@ def _sample_lines(size: int = 60_000) -> list[bytes]:
 
 
 _SAMPLE = _sample_lines() if fold._CFOLD is not None else []
+
+
+def _edited(data: bytes, edits: list[tuple[int, int, int]], *, cut_end: bytes = b"") -> bytes:
+    """``data`` with each edit (where, how, byte) made in turn: a byte replaced, inserted or
+    deleted, or everything from there cut (and ``cut_end`` put after the cut)."""
+    out = bytearray(data)
+    for at, how, byte in edits:
+        if not out:
+            break
+        at %= len(out)
+        if how == 0:
+            out[at] = byte
+        elif how == 1:
+            out.insert(at, byte)
+        elif how == 2:
+            del out[at]
+        else:
+            del out[at:]
+            out += cut_end
+    return bytes(out)
+
+
 _EDIT = st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.sampled_from(b'"\\{}[],:\n\x00\xff\xc3 0-9eE'))
 
 
@@ -631,22 +653,9 @@ def test_lines_with_any_bytes_changed_fold_and_count_alike(
 ) -> None:
     """Bytes changed anywhere (quotes, escapes, braces, NUL, bad UTF-8, digits) in real
     lines: the compiled code never crashes, and says what the Python code says."""
-    log = bytearray(b"\n".join(_SAMPLE[p % len(_SAMPLE)] for p in picks) + b"\n")
-    for at, how, byte in edits:
-        if not log:
-            break
-        at %= len(log)
-        if how == 0:
-            log[at] = byte
-        elif how == 1:
-            log.insert(at, byte)
-        elif how == 2:
-            del log[at]
-        else:
-            del log[at:]  # a cut
-            log += b"\n"
+    log = _edited(b"\n".join(_SAMPLE[p % len(_SAMPLE)] for p in picks) + b"\n", edits, cut_end=b"\n")
     with pytest.MonkeyPatch.context() as monkeypatch:
-        _fold_and_count_alike(bytes(log), monkeypatch, tmp_path_factory.mktemp("fuzz"), keep_lines=4)
+        _fold_and_count_alike(log, monkeypatch, tmp_path_factory.mktemp("fuzz"), keep_lines=4)
 
 
 def test_a_pass_left_unfinished_is_collected(tmp_path: Path) -> None:

@@ -802,23 +802,29 @@ static int json_ws(const char *p, Py_ssize_t *i, Py_ssize_t b) {
 
 static int json_value(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth);
 
-static int json_string(const char *p, Py_ssize_t *i, Py_ssize_t b) {
+/* An ASCII JSON string at p[*i] with only the escapes \" \\ \b \f \n \r \t (and \/ unless
+ * ``as_orjson_writes``: orjson writes it as /): 1 with *i past it, else 0. */
+static int ascii_string(const char *p, Py_ssize_t *i, Py_ssize_t b, int as_orjson_writes) {
     Py_ssize_t j = *i + 1; /* p[*i] is the quote */
     while (j < b) {
         unsigned char c = (unsigned char)p[j];
         if (c == '"') { *i = j + 1; return 1; }
-        if (c < 0x20 || c >= 0x80) return JSON_UNSURE;
+        if (c < 0x20 || c >= 0x80) return 0;
         if (c == '\\') {
-            if (j + 1 >= b) return JSON_UNSURE;
-            char e = p[j + 1];
-            if (!(e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't'))
-                return JSON_UNSURE; /* \u and the rest: orjson's to judge */
+            char e = j + 1 < b ? p[j + 1] : 0;
+            if (!(e == '"' || e == '\\' || (e == '/' && !as_orjson_writes) || e == 'b' || e == 'f' || e == 'n' ||
+                  e == 'r' || e == 't'))
+                return 0;
             j += 2;
             continue;
         }
         j++;
     }
-    return JSON_UNSURE;
+    return 0;
+}
+
+static int json_string(const char *p, Py_ssize_t *i, Py_ssize_t b) {
+    return ascii_string(p, i, b, 0) ? 1 : JSON_UNSURE; /* \u and the rest: orjson's to judge */
 }
 
 static int json_number(const char *p, Py_ssize_t *i, Py_ssize_t b) {
@@ -1440,22 +1446,6 @@ static PyObject *Folder_fold_env(Folder *f, PyObject *args) {
 #define CANON_KEYS 32
 static int canonical_value(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth);
 
-static int canonical_string(const char *p, Py_ssize_t *i, Py_ssize_t b) {
-    Py_ssize_t j = *i + 1; /* p[*i] is the quote */
-    while (j < b) {
-        unsigned char c = (unsigned char)p[j];
-        if (c == '"') { *i = j + 1; return 1; }
-        if (c < 0x20 || c >= 0x80) return 0;
-        if (c == '\\') {
-            char e = j + 1 < b ? p[j + 1] : 0;
-            if (!(e == '"' || e == '\\' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't')) return 0;
-            j += 2;
-            continue;
-        }
-        j++;
-    }
-    return 0;
-}
 
 static int canonical_object(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth) {
     Py_ssize_t key_at[CANON_KEYS], key_len[CANON_KEYS];
@@ -1464,7 +1454,7 @@ static int canonical_object(const char *p, Py_ssize_t *i, Py_ssize_t b, int dept
     if (*i < b && p[*i] == '}') { (*i)++; return 1; }
     for (;;) {
         Py_ssize_t k = *i;
-        if (k >= b || p[k] != '"' || !canonical_string(p, i, b) || keys == CANON_KEYS) return 0;
+        if (k >= b || p[k] != '"' || !ascii_string(p, i, b, 1) || keys == CANON_KEYS) return 0;
         for (int n = 0; n < keys; n++)
             if (key_len[n] == *i - k && memcmp(p + key_at[n], p + k, *i - k) == 0) return 0; /* a key twice */
         key_at[keys] = k; key_len[keys++] = *i - k;
@@ -1491,7 +1481,7 @@ static int canonical_value(const char *p, Py_ssize_t *i, Py_ssize_t b, int depth
             (*i)++;
         }
     }
-    if (c == '"') return canonical_string(p, i, b);
+    if (c == '"') return ascii_string(p, i, b, 1);
     if (c == '-' || (c >= '0' && c <= '9')) {
         Py_ssize_t j = *i + (c == '-'), d0 = j;
         if (j < b && p[j] == '0') j++;
@@ -1967,21 +1957,18 @@ static PyTypeObject FolderType = {
     .tp_getset = Folder_getset,
 };
 
-static PyObject *module_canonical_object(PyObject *m, PyObject *arg) {
+/* check(the whole of arg's buffer) as a bool */
+static PyObject *buffer_check(PyObject *arg, int (*check)(const char *, Py_ssize_t, Py_ssize_t)) {
     Py_buffer v;
     if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0) return NULL;
-    int ok = canonical_json_object(v.buf, 0, v.len);
+    int ok = check(v.buf, 0, v.len);
     PyBuffer_Release(&v);
     return PyBool_FromLong(ok);
 }
 
-static PyObject *module_certainly_object(PyObject *m, PyObject *arg) {
-    Py_buffer v;
-    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0) return NULL;
-    int ok = certainly_object(v.buf, 0, v.len);
-    PyBuffer_Release(&v);
-    return PyBool_FromLong(ok);
-}
+static PyObject *module_canonical_object(PyObject *m, PyObject *arg) { return buffer_check(arg, canonical_json_object); }
+
+static PyObject *module_certainly_object(PyObject *m, PyObject *arg) { return buffer_check(arg, certainly_object); }
 
 /* untouched(env, rules, edges): whether parsing.coerce certainly leaves ``env`` as it
  * is: each field of ``rules`` ((name, exact types that pass its check), ...) absent or of
