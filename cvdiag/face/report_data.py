@@ -79,11 +79,12 @@ class _TestEvents:
     numbers the names in them. A line in the emitter's plain layout is encoded in one
     compiled call (``line``), the rest parsed and encoded here."""
 
-    __slots__ = ("events", "joined", "more", "slug", "strings", "t0_ms")
+    __slots__ = ("events", "joined", "more", "slug", "slug_utf8", "strings", "t0_ms")
 
     def __init__(self, row: Mapping[str, Any], strings: Strings) -> None:
         self.t0_ms = round(ts_seconds(row["first_ts"]) * 1000)
         self.slug = row["slug"].split(",")[0]
+        self.slug_utf8 = self.slug.encode()  # as the compiled reader compares it, once per test
         self.events: list[bytes] = []
         self.more = row["_kept"].more  # past MAX_EVENTS_PER_TEST: counted by the scan
         self.strings = strings  # one object for every test of a process: pickled once
@@ -95,7 +96,7 @@ class _TestEvents:
         plain = _plain_events()
         if plain is not None:
             strings = self.strings
-            event = plain.event(buf, ls, le, self.t0_ms, self.slug.encode(), _RULES, strings, strings, dumps)
+            event = plain.event(buf, ls, le, self.t0_ms, self.slug_utf8, _RULES, strings, strings, dumps)
             if event is not None:
                 self.events.append(event)
                 return
