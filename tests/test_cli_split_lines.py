@@ -224,6 +224,30 @@ def _split_log(path: Path, *, gz: bool = False) -> Path:
     )
 
 
+@pytest.mark.parametrize("records", [docker_records, cri_records])
+def test_a_report_shows_split_lines_whole_in_its_details(tmp_path: Path, records: Any) -> None:
+    """The report reads a detailed test's envelopes again where the pass found them: a
+    split line's place spans all its records, and the other stream's between them."""
+    from test_report import embedded, rows_by_id
+
+    out_env, err_env = big(TID_BIG), big(TID_BIG2, 0.4, blob=BLOB[::-1])
+    out, err = records(line_of(out_env), stream="stdout"), records(line_of(err_env), stream="stderr")
+    log = write(tmp_path / "app.log", [*noise_and(), out[0], err[0], out[1], err[1]])  # last: nothing after to read
+    page = tmp_path / "report.html"
+
+    r = run("report", "--all", log, "-o", page)
+
+    assert r.code == 0, r.err
+    index, details = embedded(page.read_text())
+    rows = rows_by_id(index)
+    shown = {tid: details[rows[tid]["detail"]]["events"] for tid in (TID_BIG, TID_BIG2)}
+    assert {tid: [e[5]["blob"] for e in events] for tid, events in shown.items()} == {
+        TID_BIG: [BLOB],
+        TID_BIG2: [BLOB[::-1]],
+    }
+    assert [details[rows[tid]["detail"]]["more"] for tid in (TID_BIG, TID_BIG2)] == [0, 0]  # none unread
+
+
 def test_timeline_reads_past_the_record_that_holds_the_id(tmp_path: Path) -> None:
     log = _split_log(tmp_path / "app.log")
     for tid in (TID_BIG, TID_BIG2):

@@ -145,6 +145,24 @@ def test_wrapped_lines_are_taken_only_in_the_shapes_it_knows() -> None:
     assert taken == [4, 6, 8, 10], taken
 
 
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_the_records_of_a_split_line_read_as_one_are_encoded_alike(stream: str) -> None:
+    """A line a container runtime split, read whole (the place a report keeps spans its
+    records): wherever the cut falls, in Docker's records or CRI's, the compiled reader
+    leaves it or writes what the general parser reads from the records joined."""
+    from test_cli_split_lines import cri_records, cuts, docker_records
+
+    env = envelope("backend.llm.response", test_id="t-split", metadata={"text": "é€ " * 40, "n": 7})
+    line = PREFIX.encode() + orjson.dumps(env)
+    assert _assert_alike([line]) == 1  # whole, it is taken
+    spans = [
+        b"\n".join(records(line, cuts(line, cut), stream=stream))
+        for records in (docker_records, cri_records)
+        for cut in range(1, len(line), 7)
+    ]
+    assert _assert_alike(spans) == 0  # none is taken: the records' own framing breaks the JSON
+
+
 def test_a_report_is_the_same_with_and_without_the_compiled_reader(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -161,33 +161,85 @@ def test_dash_writes_the_page_to_stdout_and_the_summary_to_stderr(log: Path, tmp
     assert not (tmp_path / "-").exists() and not Path("-").exists()
 
 
+def _bytes_read() -> int:
+    """What this process has read so far, by any read or pread (Linux counts it)."""
+    with open("/proc/self/io", "rb") as io:
+        fields = dict(line.split(b": ") for line in io.read().splitlines())
+    return int(fields[b"rchar"])
+
+
 def test_the_report_reads_its_input_once_and_then_only_the_lines_it_details(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One pass gives the rows, the verdicts and where each test's envelopes are; only the
-    failed test's lines are read again (it is at the start), not the whole log a second time."""
+    """One pass gives the rows, the verdicts and where each test's envelopes are; then
+    only the failed tests' lines are read again, where the file holds them: not the
+    whole log a second time, though the last of them is at its end."""
     from cvdiag.read import sources
 
     envs = [*aborted(start=0.0)]
-    for i in range(300):  # passed tests after it: in the index only, never read again
+    for i in range(1000):  # passed tests between them: in the index only, never read again
         envs += happy(f"ok-{i:04d}", start=10.0 + i)
+    envs += aborted("late-abort", start=2000.0)
     log = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in envs])
     monkeypatch.setattr(sources, "_FILE_BLOCK", 8192)  # many blocks, so a partial read shows
     read: list[int] = []
     blocks = sources.Source.blocks
     monkeypatch.setattr(sources.Source, "blocks", lambda self, *a: (read.append(len(b)) or b for b in blocks(self, *a)))
+    sources_ = resolve_sources([str(log)])
 
-    doc = report_data.build(resolve_sources([str(log)]))
+    before = _bytes_read()
+    doc = report_data.build(sources_)
+    copied = _bytes_read() - before
 
     size = log.stat().st_size
-    assert size > 40 * 8192
-    assert sum(read) < size * 1.1, (sum(read), size)
-    (detail,) = doc["details"]
-    assert len(events_of(detail)) == len(aborted())
-    assert detail["diagnosis"]["class"] == "client-disconnect"
+    assert size > 200 * 8192
+    assert sum(read) == size  # the blocks: once
+    assert copied < size * 1.1, (copied, size)  # and the lines read again: a few KB of it
+    assert [len(events_of(d)) for d in doc["details"]] == [len(aborted())] * 2
+    assert [d["diagnosis"]["class"] for d in doc["details"]] == ["client-disconnect"] * 2
     rows = rows_by_id(doc)
-    assert len(rows) == 301 and rows["ok-0123"]["detail"] == -1
+    assert len(rows) == 1002 and rows["ok-0123"]["detail"] == -1
     assert rows["ok-0123"]["llm_ms"] == rows["ok-0000"]["llm_ms"] > 0
+
+
+@pytest.mark.parametrize("where", ["in the file", "in its blocks"])
+def test_lines_gone_before_they_are_read_again_are_counted_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A log cut (``copytruncate``) between the pass and the reading again of a detailed
+    test's lines, read where the file held them or, past a line too long to keep, from
+    its blocks read again: the page says how many of its events it could not show."""
+    from cvdiag.read import _diagnosing, sources
+
+    lines = [
+        f"CVDIAG {compact(e)}" for e in [*aborted(start=0.0), *happy(start=5.0), *aborted("late-abort", start=10.0)]
+    ]
+    if where == "in its blocks":
+        monkeypatch.setattr(sources, "_FILE_BLOCK", 512)  # a line a block: a whole block goes
+        monkeypatch.setattr(sources, "MAX_LINE", 2000)
+        lines.insert(0, "x" * 3000)  # left out: the blocks are not the file's bytes
+    log = write(tmp_path / "app.log", lines)
+    cut = log.stat().st_size - len(lines[-1]) - 1 - 10  # the last line, and the end of the one before it
+    monkeypatch.setattr(_diagnosing, "release_free_memory", lambda: os.truncate(log, min(cut, log.stat().st_size)))
+
+    doc = report_data.build(resolve_sources([str(log)]))  # the pass frees memory, then reads the lines again
+
+    first, late = doc["details"]
+    assert (len(events_of(first)), first["more"]) == (len(aborted()), 0)
+    assert (len(events_of(late)), late["more"]) == (len(aborted()) - 2, 2)
+
+
+def test_the_lines_of_a_log_deleted_before_they_are_read_again_are_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cvdiag.read import _diagnosing
+
+    log = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in [*happy(start=0.0), *aborted(start=5.0)]])
+    monkeypatch.setattr(_diagnosing, "release_free_memory", lambda: log.unlink(missing_ok=True))
+
+    (detail,) = report_data.build(resolve_sources([str(log)]))["details"]
+
+    assert (len(events_of(detail)), detail["more"]) == (0, len(aborted()))
 
 
 _TEXT = st.text(st.characters(codec="utf-8"), max_size=6) | st.sampled_from(["", "a", "a\x00", "a\x00b", "ab", "\x00"])

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from cvdiag.read import fold, scan
+from cvdiag.read import fold
 from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import release_free_memory
 from cvdiag.read.split import Share
@@ -118,9 +118,7 @@ def _read_detail(share: Share, rows: list[dict[str, Any]], detail: Detail) -> No
                 places.setdefault(at[i], []).append((at[i + 1], at[i + 2], read))
         del row["_kept"]
         row["_llm_ms"] = kept.llm_ms
-    for lines in places.values():
-        lines.sort(key=lambda line: line[0])  # file order
-    for reader, buf, ls, le in scan.lines_at(share.sources, places):
+    for reader, buf, ls, le in share.lines_at(places):
         reader.line(buf, ls, le)
     for reader in readers:
         reader.finish()

@@ -649,7 +649,8 @@ class Fold:
 
     def _line(self, buf: Any, ls: int, le: int, name: str, counter: LineCounter, count: bool, block: int) -> None:
         self.parsed += 1
-        kind, env, _ = parse_span(buf, ls, le)
+        kind, env, raw = parse_span(buf, ls, le)
+        le = ls + len(raw)  # a line a container runtime split: where its last record ends, for ``kept``
         if kind == MALFORMED:
             self._malformed(counter, name, ls, env, count)
         if kind != ENVELOPE:

@@ -217,8 +217,9 @@ def lines_at(
 ) -> Iterator[tuple[Any, Any, int, int]]:
     """(tag, buffer, start, end) of each line at ``places``: a buffer's number among all
     the buffers of ``sources`` (as ``split.Share.windows`` counts them) -> (start, end,
-    tag) of lines in it. The lines a pass noted are read again without searching the
-    rest; buffers past the last one named are not read at all."""
+    tag) of lines in it, in file order. The lines a pass noted are read again without
+    searching the rest; buffers past the last one named are not read at all. A line in a
+    buffer the inputs no longer have (they shrank since) comes back empty."""
     if not places:
         return
     last = max(places)
@@ -230,3 +231,6 @@ def lines_at(
                 yield tag, buf, ls, le
             if block >= last:
                 return
+    for gone in sorted(b for b in places if b > block):
+        for _, _, tag in places[gone]:
+            yield tag, b"", 0, 0

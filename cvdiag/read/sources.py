@@ -21,6 +21,8 @@ from cvdiag.read.parsing import MAX_LINE, PLACEHOLDER_CUT, PLACEHOLDER_LONG, TOO
 _BLOCK = 16 << 20  # streamed sources (stdin, gzip) are read in blocks this big
 _FILE_BLOCK = 2 << 20  # files: small enough that a block and its copies cost little memory
 _GZIP_MAGIC = b"\x1f\x8b"
+_RUN_GAP = 16 << 10  # lines read again this close together: one ``pread`` (the gap costs less than a call)
+_RUN_MAX = 1 << 20  # but no run longer than this
 
 
 class Source:
@@ -29,7 +31,7 @@ class Source:
     ``stream`` inputs (stdin, a FIFO such as ``<(zcat log.gz)``) can be read once only.
     """
 
-    __slots__ = ("consumed", "identity", "name", "path", "quiet", "stream")
+    __slots__ = ("at", "consumed", "identity", "name", "path", "quiet", "stream")
 
     def __init__(self, name: str, path: str | None, *, stream: bool = False) -> None:
         self.name = name
@@ -38,6 +40,7 @@ class Source:
         self.consumed = 0  # bytes read so far; ``--follow`` continues from here
         self.identity: tuple[int, int] | None = None  # (st_dev, st_ino) of what was read
         self.quiet = False  # a worker that is not the first: another one says what happened to the file
+        self.at = -1  # the file offset of the block last yielded; -1: not the file's bytes as they are
 
     def __getstate__(self) -> tuple[Any, ...]:
         return tuple(getattr(self, k) for k in self.__slots__)
@@ -89,12 +92,14 @@ class Source:
         What is appended meanwhile is left for ``--follow``, as a map would leave it.
         """
         lines = LineBlocks(self.name)
-        got = 0
+        got = offset = 0
         while size is None or got < size:
             n, blocks, error = lines.read(fh, read_size if size is None else min(read_size, size - got))
             got += n
             for block in blocks:
                 self.consumed += len(block)  # ``--follow`` goes on from the last whole line
+                self.at = -1 if lines.altered or size is None else offset  # a FIFO cannot be read again
+                offset += len(block)
                 yield block
             if error is not None:
                 print(f"cvdiag: {self.name}: read error after {got} bytes ({error})", file=sys.stderr)
@@ -109,7 +114,38 @@ class Source:
                             file=sys.stderr,
                         )
                 break
-        yield from lines.end()
+        for block in lines.end():
+            self.at = -1 if lines.altered or size is None else offset
+            yield block
+
+    def lines_at(self, lines: list[tuple[int, int, Any]]) -> Iterator[tuple[Any, bytes, int, int]]:
+        """(tag, buffer, start, end) of each line of ``lines`` (file offset, length, tag;
+        in file order) of this plain file, read where it is: one ``pread`` for lines
+        closer together than ``_RUN_GAP``, so a pass that needs a few lines of a big file
+        copies about those and not the whole file again. A file that shrank since, or is
+        gone, gives the lines it no longer holds cut short or empty (which then do not
+        parse: the caller counts them)."""
+        assert self.path is not None  # only a file whose blocks had offsets
+        try:
+            fh = open(self.path, "rb", buffering=0)  # noqa: SIM115 (closed below, even when the reader stops early)
+        except OSError:
+            fh = None
+        try:
+            i = 0
+            while i < len(lines):
+                start = lines[i][0]
+                j, end = i + 1, start + lines[i][1]
+                while j < len(lines) and lines[j][0] - end <= _RUN_GAP and end - start <= _RUN_MAX:
+                    end = max(end, lines[j][0] + lines[j][1])
+                    j += 1
+                run = _pread(fh, end - start, start)
+                got = len(run)
+                for offset, length, tag in lines[i:j]:
+                    yield tag, run, min(offset - start, got), min(offset - start + length, got)
+                i = j
+        finally:
+            if fh is not None:
+                fh.close()
 
     def tail(self, n: int) -> bytes:
         """The last ``n`` bytes of a plain file (empty for streams and .gz): where a log ends."""
@@ -147,6 +183,16 @@ def release_free_memory() -> None:
 
     if _OWN_PROCESS and CFOLD is not None:
         CFOLD.release_free_memory()
+
+
+def _pread(fh: BinaryIO | None, n: int, offset: int) -> bytes:
+    """``n`` bytes at ``offset`` of ``fh``, fewer past its end, none where it cannot be read."""
+    if fh is None:
+        return b""
+    try:
+        return os.pread(fh.fileno(), n, offset)
+    except OSError:
+        return b""
 
 
 def is_gzip(fh: Any) -> bool:
@@ -203,10 +249,11 @@ class LineBlocks:
     ``MAX_LINE``: the rest of it is skipped as it streams by, so memory stays bounded
     whatever the input (an endless line is one malformed line)."""
 
-    __slots__ = ("carry", "name", "skipping", "warned")
+    __slots__ = ("altered", "carry", "name", "skipping", "warned")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.altered = False  # a placeholder put in or bytes left out: the blocks are no longer the input's
         self.carry = b""  # the start of a line not complete yet
         self.skipping = False  # inside an over-long line: dropping bytes up to its newline
         self.warned = False
@@ -252,7 +299,7 @@ class LineBlocks:
             block = block[nl + 1 :]
         end = len(block)
         if len(rest) > MAX_LINE:  # the last line is longer than any line kept
-            self.carry, self.skipping = b"", True
+            self.carry, self.skipping, self.altered = b"", True, True
             self._warn()
             yield block + PLACEHOLDER_LONG + b"\n"
             return

@@ -104,6 +104,10 @@ def byte_ranges(buf: Any, parts: int) -> list[tuple[int, int]]:
     return list(zip(cuts, [*cuts[1:], n], strict=True))
 
 
+def _file_order(line: tuple[int, int, Any]) -> int:
+    return line[0]
+
+
 #: One window of a share: (buffer, source name, start, end, line number of the buffer's
 #: first line, the buffer's number among all the buffers of the inputs).
 Window = tuple[Any, str, int, int, int, int]
@@ -117,13 +121,14 @@ class Share:
     making a dataclass costs more than the rest of it.
     """
 
-    __slots__ = ("part", "parts", "progress", "sources", "total")
+    __slots__ = ("offsets", "part", "parts", "progress", "sources", "total")
 
     def __init__(
         self, sources: list[Source], part: int = 0, parts: int = 1, progress: Callable[[int], None] | None = None
     ) -> None:
         self.sources, self.part, self.parts, self.progress = sources, part, parts, progress
         self.total = sum(s.size() for s in sources) if parts > 1 else 0  # what the stretches cut
+        self.offsets: dict[int, tuple[int, int]] = {}  # a block read -> (its source's number, its file offset)
 
     def progress_of_all(self) -> Callable[[int], None] | None:
         """The progress to report for bytes this share read, when it reads only its part of
@@ -160,6 +165,24 @@ class Share:
             for a, b in scan.windows(buf, lo, hi):
                 yield buf, name, a, b, base, block
 
+    def lines_at(self, places: dict[int, list[tuple[int, int, Any]]]) -> Iterator[tuple[Any, Any, int, int]]:
+        """(tag, buffer, start, end) of each line at ``places`` (a block's number -> (start,
+        end, tag) of lines in it, in any order), in file order: read where the file holds
+        them (``Source.lines_at``) when every block named was a file's bytes at a known
+        offset when this share read it, else the blocks read again (``scan.lines_at``)."""
+        offsets = self.offsets
+        if any(block not in offsets for block in places):
+            for lines in places.values():
+                lines.sort(key=_file_order)
+            yield from scan.lines_at(self.sources, places)
+            return
+        by_source: dict[int, list[tuple[int, int, Any]]] = {}
+        for block, lines in places.items():
+            i, offset = offsets[block]
+            by_source.setdefault(i, []).extend((offset + ls, le - ls, tag) for ls, le, tag in lines)
+        for i in sorted(by_source):
+            yield from self.sources[i].lines_at(sorted(by_source[i], key=_file_order))
+
     def _buffers(self) -> Iterator[tuple[Any, str, int, int, int]]:
         """(buffer, source name, line number of its first line, its number among all the
         buffers, its offset in the inputs taken end to end) of every buffer of the inputs,
@@ -168,10 +191,13 @@ class Share:
             src.quiet = self.part > 0
         block = -1
         at = 0
-        for src in self.sources:
+        offsets = self.offsets
+        for i, src in enumerate(self.sources):
             base = 1
             for buf in src.blocks():
                 block += 1
+                if src.at >= 0:
+                    offsets[block] = (i, src.at)
                 yield buf, src.name, base, block, at
                 at += len(buf)
                 if isinstance(buf, bytes):
