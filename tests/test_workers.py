@@ -4,12 +4,16 @@ and stopping them can never hang the command."""
 from __future__ import annotations
 
 import gc
+import json
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from logkit import compact, happy, write
 
 from cvdiag.read import sources
 from cvdiag.read.sources import resolve_sources
@@ -122,6 +126,32 @@ def test_the_lines_a_share_saw_are_read_again_as_it_saw_them(
     for block, ls, le in reversed(chosen):  # in any order
         places.setdefault(block, []).append((ls, le, (block, ls, le)))
 
-    read = [(tag, bytes(buf[ls:le])) for tag, buf, ls, le in share.lines_at(places)]
+    read = [
+        (tag, bytes(buf[ls - shift : le - shift]))
+        for buf, shift, lines in share.lines_at(places)
+        for ls, le, tag in lines
+    ]
 
     assert read == [(place, seen[place]) for place in sorted(chosen)]
+
+
+@pytest.mark.parametrize("command", [["tests", "-j1"], ["report", "-j1", "-o", "-"], ["stats"]])
+def test_a_command_collects_young_cycles_but_never_runs_a_full_collection(tmp_path: Path, command: list[str]) -> None:
+    """The CLI's process is its own: its collector keeps the young collections it had
+    (made frequent here, so a few tests are enough) and runs no full one."""
+    log = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for i in range(200) for e in happy(f"t-{i}", start=i)])
+    code = (
+        "import gc, json, sys\n"
+        "from cvdiag.face import cli\n"
+        "gc.set_threshold(10, 2, 2)\n"
+        "before = [s['collections'] for s in gc.get_stats()]\n"
+        "cli.main(sys.argv[1:])\n"
+        "after = [s['collections'] for s in gc.get_stats()]\n"
+        "print(json.dumps([gc.get_threshold(), [a - b for a, b in zip(after, before)]]), file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *command, str(log)], capture_output=True, text=True, timeout=120, check=True
+    )
+    threshold, (young, middle, full) = json.loads(proc.stderr.splitlines()[-1])
+    assert threshold[:2] == [10, 2]  # the young ones as they were
+    assert young > 100 and middle > 10 and full == 0

@@ -10,6 +10,7 @@ stays fast.
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 from collections.abc import Sequence
@@ -114,11 +115,22 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     return p, commands
 
 
+def no_full_collections() -> None:
+    """The collector of a process that is ours keeps its young collections but never runs
+    a full one. A command's rows, verdicts and events live until it ends and hold no
+    cycles (a full collection after a whole share of a 1 GB log frees nothing): full
+    collections only walked them again, 0.1-0.25 s of each process's pass. Workers
+    forked from this process inherit it."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, 1 << 30)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script and ``python -m cvdiag``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, terminated)
     reuse_block_memory()  # this process is ours: big blocks are recycled, not mapped afresh
+    no_full_collections()
     if argv[:1] == ["demo"]:  # the demo drives this very CLI: it is handed `main`, never imports it
         from cvdiag.face._demo import main as demo_main
 

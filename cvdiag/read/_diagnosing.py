@@ -118,8 +118,9 @@ def _read_detail(share: Share, rows: list[dict[str, Any]], detail: Detail) -> No
                 places.setdefault(at[i], []).append((at[i + 1], at[i + 2], read))
         del row["_kept"]
         row["_llm_ms"] = kept.llm_ms
-    for reader, buf, ls, le in share.lines_at(places):
-        reader.line(buf, ls, le)
+    for buf, shift, lines in share.lines_at(places):
+        for ls, le, reader in lines:
+            reader.line(buf, ls - shift, le - shift)
     for reader in readers:
         reader.finish()
 

@@ -118,31 +118,31 @@ class Source:
             self.at = -1 if lines.altered or size is None else offset
             yield block
 
-    def lines_at(self, lines: list[tuple[int, int, Any]]) -> Iterator[tuple[Any, bytes, int, int]]:
-        """(tag, buffer, start, end) of each line of ``lines`` (file offset, length, tag;
-        in file order) of this plain file, read where it is: one ``pread`` for lines
-        closer together than ``_RUN_GAP``, so a pass that needs a few lines of a big file
-        copies about those and not the whole file again. A file that shrank since, or is
-        gone, gives the lines it no longer holds cut short or empty (which then do not
-        parse: the caller counts them)."""
+    def lines_at(
+        self, blocks: list[tuple[int, list[tuple[int, int, Any]]]]
+    ) -> Iterator[tuple[bytes, int, list[tuple[int, int, Any]]]]:
+        """Lines of this plain file read again where they are: ``blocks`` are (a block's
+        file offset, its lines (start, end, tag) in order), in file order; each comes out
+        as (bytes read, shift, lines), a line at ``bytes[start - shift:end - shift]``.
+        Lines closer together than ``_RUN_GAP`` share one ``pread``, so a pass that needs
+        a few lines of a big file copies about those, not the whole file again. A line
+        the file no longer holds (it shrank, or is gone) falls past the bytes read."""
         assert self.path is not None  # only a file whose blocks had offsets
         try:
             fh = open(self.path, "rb", buffering=0)  # noqa: SIM115 (closed below, even when the reader stops early)
         except OSError:
             fh = None
         try:
-            i = 0
-            while i < len(lines):
-                start = lines[i][0]
-                j, end = i + 1, start + lines[i][1]
-                while j < len(lines) and lines[j][0] - end <= _RUN_GAP and end - start <= _RUN_MAX:
-                    end = max(end, lines[j][0] + lines[j][1])
-                    j += 1
-                run = _pread(fh, end - start, start)
-                got = len(run)
-                for offset, length, tag in lines[i:j]:
-                    yield tag, run, min(offset - start, got), min(offset - start + length, got)
-                i = j
+            for offset, lines in blocks:
+                first, n = 0, len(lines)
+                while first < n:
+                    start, end = lines[first][0], lines[first][1]
+                    k = first + 1
+                    while k < n and lines[k][0] - end <= _RUN_GAP and end - start <= _RUN_MAX:
+                        end = max(end, lines[k][1])  # a split line's records may span the next line
+                        k += 1
+                    yield _pread(fh, end - start, offset + start), start, lines[first:k]
+                    first = k
         finally:
             if fh is not None:
                 fh.close()

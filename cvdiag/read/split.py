@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 import os
 import signal
 import zlib
@@ -104,8 +105,7 @@ def byte_ranges(buf: Any, parts: int) -> list[tuple[int, int]]:
     return list(zip(cuts, [*cuts[1:], n], strict=True))
 
 
-def _file_order(line: tuple[int, int, Any]) -> int:
-    return line[0]
+_start = operator.itemgetter(0)  # of a line (start, end, tag): its place in its block
 
 
 #: One window of a share: (buffer, source name, start, end, line number of the buffer's
@@ -165,23 +165,27 @@ class Share:
             for a, b in scan.windows(buf, lo, hi):
                 yield buf, name, a, b, base, block
 
-    def lines_at(self, places: dict[int, list[tuple[int, int, Any]]]) -> Iterator[tuple[Any, Any, int, int]]:
-        """(tag, buffer, start, end) of each line at ``places`` (a block's number -> (start,
-        end, tag) of lines in it, in any order), in file order: read where the file holds
-        them (``Source.lines_at``) when every block named was a file's bytes at a known
-        offset when this share read it, else the blocks read again (``scan.lines_at``)."""
+    def lines_at(
+        self, places: dict[int, list[tuple[int, int, Any]]]
+    ) -> Iterator[tuple[Any, int, list[tuple[int, int, Any]]]]:
+        """The lines at ``places`` (a block's number -> its lines (start, end, tag), in any
+        order) read again, as (buffer, shift, lines) in file order: each line of ``lines``
+        is at ``buffer[start - shift:end - shift]``. Read where the file holds them
+        (``Source.lines_at``) when every block named was a file's bytes at a known offset
+        when this share read it, else the blocks read again (``scan.lines_at``); either
+        way a line the inputs no longer hold (they shrank) falls past its buffer's end."""
+        for lines in places.values():
+            lines.sort(key=_start)
         offsets = self.offsets
         if any(block not in offsets for block in places):
-            for lines in places.values():
-                lines.sort(key=_file_order)
             yield from scan.lines_at(self.sources, places)
             return
-        by_source: dict[int, list[tuple[int, int, Any]]] = {}
-        for block, lines in places.items():
+        by_source: dict[int, list[tuple[int, list[tuple[int, int, Any]]]]] = {}
+        for block in sorted(places):
             i, offset = offsets[block]
-            by_source.setdefault(i, []).extend((offset + ls, le - ls, tag) for ls, le, tag in lines)
-        for i in sorted(by_source):
-            yield from self.sources[i].lines_at(sorted(by_source[i], key=_file_order))
+            by_source.setdefault(i, []).append((offset, places[block]))
+        for i, blocks in by_source.items():  # in the sources' order: blocks are numbered across them
+            yield from self.sources[i].lines_at(blocks)
 
     def _buffers(self) -> Iterator[tuple[Any, str, int, int, int]]:
         """(buffer, source name, line number of its first line, its number among all the
