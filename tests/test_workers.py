@@ -95,19 +95,27 @@ def test_every_share_numbers_lines_and_buffers_as_one_reading_does(
     lines=st.lists(st.integers(0, 700), min_size=1, max_size=40),
     pick=st.data(),
     gap=st.sampled_from([0, 100, 16 << 10]),
+    last_newline=st.booleans(),
 )
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_the_lines_a_share_saw_are_read_again_as_it_saw_them(
-    lines: list[int], pick: st.DataObject, gap: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    lines: list[int],
+    pick: st.DataObject,
+    gap: int,
+    last_newline: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Any lines a share read, read again by their places (block, start, end): where the
     file holds them, some in one read, some in several; or, past a line too long to keep
     (a placeholder stands for it, so the blocks are not the file's bytes), from the blocks
-    read again. Either way the same bytes, in file order."""
+    read again. Either way the same bytes, in file order, the last line of a file without
+    its newline too."""
     logs = []
     for n, half in enumerate((lines[: len(lines) // 2], lines[len(lines) // 2 :])):
         path = tmp_path / f"{n}.log"
-        path.write_bytes(b"".join(bytes([97 + k % 26]) * length + b"\n" for k, length in enumerate(half)))
+        data = b"".join(bytes([97 + k % 26]) * length + b"\n" for k, length in enumerate(half))
+        path.write_bytes(data if last_newline else data[:-1])
         logs.append(str(path))
     monkeypatch.setattr(sources, "_FILE_BLOCK", 200)
     monkeypatch.setattr(sources, "MAX_LINE", 500)  # lines of 501 bytes and more are left out
@@ -121,7 +129,7 @@ def test_the_lines_a_share_saw_are_read_again_as_it_saw_them(
             end = b if end < 0 else end
             seen[block, a, end] = bytes(buf[a:end])
             a = end + 1
-    chosen = pick.draw(st.lists(st.sampled_from(sorted(seen)), unique=True))
+    chosen = pick.draw(st.lists(st.sampled_from(sorted(seen)), unique=True)) if seen else []  # empty files
     places: dict[int, list] = {}
     for block, ls, le in reversed(chosen):  # in any order
         places.setdefault(block, []).append((ls, le, (block, ls, le)))
