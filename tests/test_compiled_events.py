@@ -47,7 +47,7 @@ def _both(line: bytes, t0_ms: int, slug: str, strings: report_data.Strings) -> t
     buf = b"noise\n" + line + b"\nmore noise"  # a line inside a buffer, as a report reads it
     ls, le = 6, 6 + len(line)
     own = copy.deepcopy(strings)
-    compiled = report_data._plain_events().event(buf, ls, le, t0_ms, slug.encode(), report_data._RULES, own, own, dumps)
+    compiled = report_data._plain_events().event(buf, ls, le, t0_ms, slug.encode(), own)
     kind, env, _ = parse_span(buf, ls, le)
     python = None
     if kind == ENVELOPE:
@@ -240,21 +240,30 @@ def test_metadata_orjson_would_rewrite_is_read_and_written() -> None:
 
 def test_a_call_made_while_one_runs_is_left_to_the_general_parser() -> None:
     """``Folder.event`` calls Python (orjson through ``dumps``), where another thread may
-    call it on the same reader: that call must not touch the buffers the first is using."""
+    call it on the same reader: that call must not touch the buffers the first is using,
+    nor change how the first writes."""
     line = _variants()[0]  # metadata with a fraction: read and written through ``dumps``
     strings = report_data.Strings()
+    reader = fold.line_reader()
     inner: list[Any] = []
 
     def reentering(value: Any) -> bytes:
-        inner.append(
-            report_data._plain_events().event(line, 0, len(line), 0, b"s1", report_data._RULES, strings, strings, dumps)
-        )
+        inner.append(reader.event(line, 0, len(line), 0, b"s1", strings))
+        with pytest.raises(RuntimeError, match="while an event is written"):
+            reader.set_event_format(report_data._RULES, dumps)
         return dumps(value)
 
-    outer = report_data._plain_events().event(
-        line, 0, len(line), 0, b"s1", report_data._RULES, strings, strings, reentering
-    )
+    reader.set_event_format(report_data._RULES, reentering)
+    outer = reader.event(line, 0, len(line), 0, b"s1", strings)
     assert inner == [None]
-    assert outer == report_data._plain_events().event(
-        line, 0, len(line), 0, b"s1", report_data._RULES, strings, strings, dumps
-    )
+    assert outer == report_data._plain_events().event(line, 0, len(line), 0, b"s1", strings)
+
+
+def test_the_reader_writes_events_only_once_told_how() -> None:
+    reader = fold.line_reader()
+    line = _variants()[0]
+    with pytest.raises(ValueError, match="set_event_format first"):
+        reader.event(line, 0, len(line), 0, b"s1", report_data.Strings())
+    for rules in (report_data._RULES[:-1], report_data._RULES.replace(b"i", b"k")):
+        with pytest.raises(ValueError, match="one rule per head field"):
+            reader.set_event_format(rules, dumps)

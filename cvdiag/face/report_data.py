@@ -95,8 +95,7 @@ class _TestEvents:
         in the emitter's plain layout, else parsed and ``add``-ed."""
         plain = _plain_events()
         if plain is not None:
-            strings = self.strings
-            event = plain.event(buf, ls, le, self.t0_ms, self.slug_utf8, _RULES, strings, strings, dumps)
+            event = plain.event(buf, ls, le, self.t0_ms, self.slug_utf8, self.strings)
             if event is not None:
                 self.events.append(event)
                 return
@@ -209,8 +208,13 @@ _RULES = b"".join(map(_rule, fold.HEAD_FIELDS))
 
 @functools.cache
 def _plain_events() -> Any:
-    """The compiled reader of lines in the plain layout (``Folder.event``), None without it."""
-    return fold.line_reader() if fold.compiled() else None
+    """The compiled reader of lines in the plain layout (``Folder.event``), writing events
+    as ``_encode`` does (``_RULES``, ``dumps``); None without it."""
+    if not fold.compiled():
+        return None
+    reader = fold.line_reader()
+    reader.set_event_format(_RULES, dumps)
+    return reader
 
 
 def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> bytes:

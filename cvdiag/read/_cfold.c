@@ -182,6 +182,8 @@ struct Folder {
     char *scratch; Py_ssize_t scratch_cap; /* the text of a Docker record, unescaped */
     NumberedName numbered[N_NUMBERED];
     char *event_room; Py_ssize_t event_room_cap; /* Folder.event writes its event here, kept for the next */
+    char *event_rules; int event_span; /* set_event_format: one R_ code per head field; the span's field */
+    PyObject *event_dumps;             /* set_event_format: writes metadata as a report's row does */
     int in_event; /* Folder.event is running: it calls Python, and another thread may call it meanwhile */
     /* state */
     NameTable names;
@@ -1543,24 +1545,24 @@ static int out_u64_be(Out *o, uint64_t v) {
 }
 
 /* The number ``strings`` gives the name p[:n] (ASCII): remembered per name for the
- * ``index`` it came from (a table never renumbers a name), else looked up in ``index``,
- * else asked of ``number`` (a name it has not met). */
-static int out_name(Folder *f, Out *o, const char *p, Py_ssize_t n, PyObject *index, PyObject *number) {
+ * table it came from (a table never renumbers a name), else looked up in it (a dict),
+ * else asked of it (called: a name it has not met). */
+static int out_name(Folder *f, Out *o, const char *p, Py_ssize_t n, PyObject *strings) {
     NumberedName *c = &f->numbered[fnv(p, n) % N_NUMBERED];
-    if (c->index == index && c->len == n && memcmp(c->bytes, p, n) == 0) return out_int(o, c->number);
+    if (c->index == strings && c->len == n && memcmp(c->bytes, p, n) == 0) return out_int(o, c->number);
     PyObject *name = PyUnicode_DecodeASCII(p, n, NULL);
     if (!name) return -1;
-    PyObject *got = PyDict_GetItemWithError(index, name);
+    PyObject *got = PyDict_GetItemWithError(strings, name);
     if (got) Py_INCREF(got);
-    else if (!PyErr_Occurred()) got = PyObject_CallOneArg(number, name);
+    else if (!PyErr_Occurred()) got = PyObject_CallOneArg(strings, name);
     Py_DECREF(name);
     if (!got) return -1;
     long long v = PyLong_AsLongLong(got);
     Py_DECREF(got);
     if (v == -1 && PyErr_Occurred()) return -1;
     if (n <= (Py_ssize_t)sizeof c->bytes) {
-        Py_INCREF(index);
-        Py_XSETREF(c->index, index);
+        Py_INCREF(strings);
+        Py_XSETREF(c->index, strings);
         memcpy(c->bytes, p, n); c->len = n; c->number = v;
     }
     return out_int(o, v);
@@ -1610,27 +1612,56 @@ static int event_json(Folder *f, const char *buf, Py_ssize_t ls, Py_ssize_t le, 
     return 0;
 }
 
-/* event(buf, ls, le, t0_ms, slug, rules, index, number, dumps) -> bytes, or None.
+/* set_event_format(rules, dumps): how ``event`` writes a report's events, set once per
+ * reader. ``rules`` holds one byte per head field (the R_ codes), one of them R_SPAN;
+ * ``dumps`` writes metadata as the row's would be. */
+static PyObject *Folder_set_event_format(Folder *f, PyObject *args) {
+    const char *rules;
+    Py_ssize_t n;
+    PyObject *dumps;
+    if (!PyArg_ParseTuple(args, "y#O", &rules, &n, &dumps)) return NULL;
+    if (f->in_event) { /* the event being written reads both */
+        PyErr_SetString(PyExc_RuntimeError, "set_event_format while an event is written");
+        return NULL;
+    }
+    int span = -1;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (rules[k] == R_SPAN) span = (int)k;
+    if (n != f->n_fields || span < 0) {
+        PyErr_SetString(PyExc_ValueError, "one rule per head field, one of them the span's");
+        return NULL;
+    }
+    char *copy = PyMem_Malloc(n);
+    if (!copy) return PyErr_NoMemory();
+    memcpy(copy, rules, n);
+    PyMem_Free(f->event_rules);
+    f->event_rules = copy;
+    f->event_span = span;
+    Py_INCREF(dumps);
+    Py_XSETREF(f->event_dumps, dumps);
+    Py_RETURN_NONE;
+}
+
+/* event(buf, ls, le, t0_ms, slug, strings) -> bytes, or None.
  *
  * report_data._encode of the envelope on the line buf[ls:le], when the general parser
  * certainly reads it as this head (event_json), in the plain layout, with an emitter ts:
- * its sort key then its row. Names are numbered by ``index`` (a dict) or ``number`` (a
- * call, for a name not in it yet); the metadata is read by ``loads`` and written by
- * ``dumps`` as the row's would be. ``rules`` holds one byte per head field (the R_ codes).
- * None: the general parser's to read. */
+ * its sort key then its row, written as set_event_format says. Names are numbered by
+ * ``strings``: a dict, called for a name not in it yet; the metadata is read by
+ * ``loads``. None: the general parser's to read. */
 static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9 || !PyBytes_Check(args[4]) || !PyBytes_Check(args[5]) || !PyDict_Check(args[6])) {
-        PyErr_SetString(PyExc_TypeError, "event(buf, ls, le, t0_ms, slug: bytes, rules: bytes, index: dict, number, dumps)");
+    if (nargs != 6 || !PyBytes_Check(args[4]) || !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "event(buf, ls, le, t0_ms, slug: bytes, strings: dict)");
         return NULL;
     }
     Py_ssize_t ls = PyLong_AsSsize_t(args[1]), le = PyLong_AsSsize_t(args[2]);
     long long t0_ms = PyLong_AsLongLong(args[3]);
     if (PyErr_Occurred()) return NULL;
-    const char *slug = PyBytes_AS_STRING(args[4]), *rules = PyBytes_AS_STRING(args[5]);
+    const char *slug = PyBytes_AS_STRING(args[4]), *rules = f->event_rules;
     Py_ssize_t slug_n = PyBytes_GET_SIZE(args[4]);
-    PyObject *index = args[6], *number = args[7], *dumps = args[8];
-    if (PyBytes_GET_SIZE(args[5]) != f->n_fields || f->loads == NULL) {
-        PyErr_SetString(PyExc_ValueError, "one rule per head field, on a folder not cleared");
+    PyObject *strings = args[5], *dumps = f->event_dumps;
+    if (rules == NULL || f->loads == NULL) {
+        PyErr_SetString(PyExc_ValueError, "set_event_format first, on a folder not cleared");
         return NULL;
     }
     if (f->in_event) Py_RETURN_NONE; /* its scratch and room are in use: the general parser's */
@@ -1667,10 +1698,7 @@ static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs
     }
     /* the sort key (report_data._sort_key): order_key + 2**127 in 16 bytes, the span flag,
      * the identity's parts each ended by \0\1 (a head string holds no NUL), then \0\0 */
-    int span = -1;
-    for (int k = 0; k < f->n_fields; k++)
-        if (rules[k] == R_SPAN) span = k;
-    if (span < 0) goto none;
+    int span = f->event_span;
     const char *sv = src + h.va[span];
     Py_ssize_t sn = h.ve[span] - h.va[span];
     int span_null = sn == 4 && memcmp(sv, "null", 4) == 0;
@@ -1682,9 +1710,9 @@ static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs
         goto fail;
     /* the row: [offset, layer, boundary, outcome, duration_ms, metadata, rest] */
     if (out_put(&o, "[", 1) < 0 || out_int(&o, secs * 1000 + milli - t0_ms) < 0 || out_put(&o, ",", 1) < 0 ||
-        out_name(f, &o, src + h.a[1], h.n[1], index, number) < 0 || out_put(&o, ",", 1) < 0 ||
-        out_name(f, &o, src + h.a[2], h.n[2], index, number) < 0 || out_put(&o, ",", 1) < 0 ||
-        out_name(f, &o, src + h.a[6], h.n[6], index, number) < 0 || out_put(&o, ",", 1) < 0)
+        out_name(f, &o, src + h.a[1], h.n[1], strings) < 0 || out_put(&o, ",", 1) < 0 ||
+        out_name(f, &o, src + h.a[2], h.n[2], strings) < 0 || out_put(&o, ",", 1) < 0 ||
+        out_name(f, &o, src + h.a[6], h.n[6], strings) < 0 || out_put(&o, ",", 1) < 0)
         goto fail;
     if ((h.num_n ? out_json_int(&o, src + h.num_a, h.num_n) : out_put(&o, "null", 4)) < 0 || out_put(&o, ",", 1) < 0 ||
         (md_json ? out_put(&o, PyBytes_AS_STRING(md_json), PyBytes_GET_SIZE(md_json))
@@ -1821,6 +1849,7 @@ static int Folder_traverse(Folder *f, visitproc visit, void *arg) {
     Py_VISIT(f->pair);
     Py_VISIT(f->terminal_bits);
     Py_VISIT(f->shared);
+    Py_VISIT(f->event_dumps);
     for (int i = 0; i < N_NUMBERED; i++) Py_VISIT(f->numbered[i].index);
     return 0;
 }
@@ -1833,6 +1862,7 @@ static int Folder_clear(Folder *f) {
     Py_CLEAR(f->pair);
     Py_CLEAR(f->terminal_bits);
     Py_CLEAR(f->shared);
+    Py_CLEAR(f->event_dumps);
     for (int i = 0; i < N_NUMBERED; i++) Py_CLEAR(f->numbered[i].index);
     return 0;
 }
@@ -1843,7 +1873,7 @@ static void Folder_dealloc(Folder *f) {
     for (int k = 0; k < f->n_fields; k++) { PyMem_Free(f->fields[k].name); PyMem_Free(f->fields[k].literal); }
     char *owned[] = {f->head, f->prefix, f->jprefix, f->markers[0], f->markers[1], f->middle, f->end,
                      f->tails[0], f->tails[1], f->failed[0], f->failed[1], f->failed[2], f->failed[3],
-                     f->accounting, f->llm_response, f->scratch, f->event_room};
+                     f->accounting, f->llm_response, f->scratch, f->event_room, f->event_rules};
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) PyMem_Free(owned[i]);
     Py_XDECREF(f->k_boundary); Py_XDECREF(f->k_layer); Py_XDECREF(f->k_outcome); Py_XDECREF(f->k_ts);
     Py_XDECREF(f->k_mono); Py_XDECREF(f->k_slug); Py_XDECREF(f->k_test_id);
@@ -1930,8 +1960,10 @@ static PyMethodDef Folder_methods[] = {
      "buffer(buf, start, end, block, line, body, metadata, malformed): fold the lines of buf[start:end]."},
     {"fold_env", (PyCFunction)Folder_fold_env, METH_VARARGS,
      "fold_env(env, block, ls, le) -> slot, -1 (nothing more) or -2 (ts is not a time)."},
+    {"set_event_format", (PyCFunction)Folder_set_event_format, METH_VARARGS,
+     "set_event_format(rules, dumps): how event writes a report's events (one rule per head field)."},
     {"event", (PyCFunction)(void (*)(void))Folder_event, METH_FASTCALL,
-     "event(buf, ls, le, t0_ms, slug, rules, index, number, dumps) -> a report's event of a plain line, or None."},
+     "event(buf, ls, le, t0_ms, slug, strings) -> a report's event of a plain line, or None."},
     {"take", (PyCFunction)Folder_take, METH_O, "take(slot) -> (agg, kept, head) of one test, its memory handed back."},
     {"counts", (PyCFunction)Folder_counts, METH_NOARGS, "counts() -> [(token, envelopes)] of count mode."},
     {NULL, NULL, 0, NULL},
