@@ -128,7 +128,9 @@ class Share:
     ) -> None:
         self.sources, self.part, self.parts, self.progress = sources, part, parts, progress
         self.total = sum(s.size() for s in sources) if parts > 1 else 0  # what the stretches cut
-        self.offsets: dict[int, tuple[int, int]] = {}  # a block read -> (its source's number, its file offset)
+        # a block -> (its source's number, its file offset or -1: not the file's bytes), as
+        # the first reading found it: the pass that notes where lines are is the first
+        self.offsets: dict[int, tuple[int, int]] = {}
 
     def progress_of_all(self) -> Callable[[int], None] | None:
         """The progress to report for bytes this share read, when it reads only its part of
@@ -177,7 +179,7 @@ class Share:
         for lines in places.values():
             lines.sort(key=_start)
         offsets = self.offsets
-        if any(block not in offsets for block in places):
+        if any(offsets.get(block, (0, -1))[1] < 0 for block in places):
             yield from scan.lines_at(self.sources, places)
             return
         by_source: dict[int, list[tuple[int, list[tuple[int, int, Any]]]]] = {}
@@ -200,7 +202,7 @@ class Share:
             base = 1
             for buf in src.blocks():
                 block += 1
-                if src.at >= 0:
+                if block not in offsets:
                     offsets[block] = (i, src.at)
                 yield buf, src.name, base, block, at
                 at += len(buf)
