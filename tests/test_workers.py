@@ -1,5 +1,5 @@
-"""Worker processes of ``tests``, ``stats`` and ``diagnose --all``: what each share reads,
-and stopping them can never hang the command."""
+"""Worker processes of ``tests``, ``stats``, ``diagnose --all`` and ``report``: what each
+share reads and reads again, their collectors, and stopping them can never hang the command."""
 
 from __future__ import annotations
 
