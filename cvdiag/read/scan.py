@@ -210,27 +210,3 @@ def tail_ts(buf: Any) -> float | None:
             continue
         best = t if best is None or t > best else best
     return best
-
-
-def lines_at(
-    sources: list[Source], places: dict[int, list[tuple[int, int, Any]]]
-) -> Iterator[tuple[Any, int, list[tuple[int, int, Any]]]]:
-    """(buffer, 0, lines) of each buffer named in ``places``: a buffer's number among all
-    the buffers of ``sources`` (as ``split.Share.windows`` counts them) -> its lines
-    (start, end, tag) in file order, each at ``buffer[start:end]`` (``split.Share.lines_at``'s
-    shape). The lines a pass noted are read again without searching the rest; buffers
-    past the last one named are not read at all. The lines of a buffer the inputs no
-    longer have (they shrank since) come with an empty one."""
-    if not places:
-        return
-    last = max(places)
-    block = -1
-    for src in sources:
-        for buf in src.blocks():
-            block += 1
-            if block in places:
-                yield buf, 0, places[block]
-            if block >= last:
-                return
-    for gone in sorted(b for b in places if b > block):
-        yield b"", 0, places[gone]

@@ -174,13 +174,13 @@ class Share:
         order) read again, as (buffer, shift, lines) in file order: each line of ``lines``
         is at ``buffer[start - shift:end - shift]``. Read where the file holds them
         (``Source.lines_at``) when every block named was a file's bytes at a known offset
-        when this share read it, else the blocks read again (``scan.lines_at``); either
-        way a line the inputs no longer hold (they shrank) falls past its buffer's end."""
+        when this share read it, else the blocks read again (``_blocks_at``); either way a
+        line the inputs no longer hold (they shrank) falls past its buffer's end."""
         for lines in places.values():
             lines.sort(key=_start)
         offsets = self.offsets
         if any(offsets.get(block, (0, -1))[1] < 0 for block in places):
-            yield from scan.lines_at(self.sources, places)
+            yield from self._blocks_at(places)
             return
         by_source: dict[int, list[tuple[int, list[tuple[int, int, Any]]]]] = {}
         for block in sorted(places):
@@ -188,6 +188,22 @@ class Share:
             by_source.setdefault(i, []).append((offset, places[block]))
         for i, blocks in by_source.items():  # in the sources' order: blocks are numbered across them
             yield from self.sources[i].lines_at(blocks)
+
+    def _blocks_at(
+        self, places: dict[int, list[tuple[int, int, Any]]]
+    ) -> Iterator[tuple[Any, int, list[tuple[int, int, Any]]]]:
+        """(buffer, 0, lines) of each block named in ``places``, the inputs read again up to
+        the last one named; the lines of a block they no longer have come with an empty
+        buffer."""
+        last = max(places)
+        block = -1
+        for buf, _, _, block, _ in self._buffers():
+            if block in places:
+                yield buf, 0, places[block]
+            if block >= last:
+                return
+        for gone in sorted(b for b in places if b > block):
+            yield b"", 0, places[gone]
 
     def _buffers(self) -> Iterator[tuple[Any, str, int, int, int]]:
         """(buffer, source name, line number of its first line, its number among all the
