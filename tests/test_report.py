@@ -67,6 +67,30 @@ def test_report_writes_one_page_with_every_test_and_says_so(log: Path, tmp_path:
     assert story_detail["diagnosis"]["class"] == strings[rows[STORY_ID]["class"]]
 
 
+def test_an_index_row_says_when_its_test_started_and_what_the_harness_saw(log: Path) -> None:
+    """``start_ms`` is from the first event of the whole log to the test's first event;
+    a test the harness saw fail is failed and shown in detail whatever its envelopes say,
+    and a label names it."""
+    from datetime import datetime
+
+    envs = [json.loads(line.split(" ", 1)[1]) for line in log.read_text().splitlines()]
+    first = {}
+    for env in envs:
+        first.setdefault(env["test_id"], datetime.fromisoformat(env["ts"]))
+        first[env["test_id"]] = min(first[env["test_id"]], datetime.fromisoformat(env["ts"]))
+    start = min(first.values())
+    doc = report_data.build(resolve_sources([str(log)]), failed={TID_OK}, labels={TID_OK: "tests/test_x.py::ok"})
+    rows = rows_by_id(doc)
+    assert {tid: row["start_ms"] for tid, row in rows.items()} == {
+        tid: round((at - start).total_seconds() * 1000) for tid, at in first.items()
+    }
+    assert max(row["start_ms"] for row in rows.values()) > 0
+    ok = rows[TID_OK]
+    assert (ok["failed"], ok["label"], doc["strings"][ok["class"]]) == (1, "tests/test_x.py::ok", "ok")
+    assert doc["details"][ok["detail"]]["diagnosis"]["class"] == "ok"  # its events shown, though they look fine
+    assert rows[TID_ABORT]["label"] is None
+
+
 def test_a_fifo_or_device_given_as_the_output_is_written_into_not_replaced(log: Path, tmp_path: Path) -> None:
     """``-o /dev/null`` once replaced the device with a regular file (the atomic rename)."""
     fifo = tmp_path / "page.fifo"
@@ -330,6 +354,30 @@ def test_a_test_not_shown_in_detail_keeps_only_what_its_index_row_shows(log: Pat
         assert passed["_llm_ms"] > 0
         assert failed["_diagnosis"]["class"] == "client-disconnect" and len(failed["_diagnosis"]["evidence"]) > 5
         assert len(events_of({"events": failed["_read"].events})) == len(aborted())  # read again where it was diagnosed
+
+
+def test_a_process_sends_the_report_index_rows_and_only_the_shown_tests_verdicts(log: Path, monkeypatch) -> None:
+    """The process that diagnoses makes the page's index rows of its tests, numbered in
+    its own table, and sends those: the whole verdict and the events only of a test shown
+    in detail, no brief verdict and no row of ``tests``."""
+    from cvdiag.read import correlate, split
+
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)  # two processes even for this log
+    for jobs in (1, 2):
+        reader = report_data._Reader(report_data.Strings())
+        detail = correlate.Detail(100, facts=report_data._INDEX_FACTS, reader=reader, keep=reader.keep)
+        scan = correlate.scan_tests(resolve_sources([str(log)]), jobs=jobs, keep_json=True, detail=detail)
+        rows = {r["test_id"]: r for r in scan.rows}
+        passed, failed = rows[TID_OK], rows[TID_ABORT]
+        assert passed.keys() == {"test_id", "first_ts", "_cells", "_strings"}
+        assert failed.keys() == {"test_id", "first_ts", "_cells", "_strings", "_read", "_diagnosis"}
+        assert (passed["_strings"] is reader.strings) == (jobs == 1)  # a process of its own numbers in its copy
+        names = list(passed["_strings"])
+        cells = dict(zip(report_data.ROW_COLUMNS, passed["_cells"], strict=True))
+        assert (names[cells["slug"]], names[cells["class"]], cells["failed"], cells["detail"]) == ("agno", "ok", 0, -1)
+        assert cells["reason"].startswith("No failure found") and cells["llm_ms"] > 0 and cells["ttfb_ms"] > 0
+        assert failed["_diagnosis"]["class"] == "client-disconnect"
+        assert dict(zip(report_data.ROW_COLUMNS, failed["_cells"], strict=True))["failed"] == 1
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cvdiag.diagnosis.evidence import Evidence
-from cvdiag.diagnosis.result import Diagnosis, Finding, Thresholds
+from cvdiag.diagnosis.result import Diagnosis, Finding, Thresholds, verdict_json
 from cvdiag.diagnosis.rules import RULES
 
 #: Every class ``classify`` can return, in precedence order (the first rule that matches wins).
@@ -71,16 +71,23 @@ class Judgement:
     def diagnosis(self, facts: Iterable[str] | None = None) -> Diagnosis:
         """The verdict, with the whole evidence summary, or only the ``facts`` named (those
         the summary has)."""
+        return Diagnosis(self.test_id, self.cls, self.finding.confidence, self.finding.reason, self._evidence(facts))
+
+    def to_json(self, facts: Iterable[str] | None = None) -> dict:
+        """``diagnosis(facts).to_json()`` without the ``Diagnosis`` in between: a report
+        makes one for every test of a log."""
+        return verdict_json(self.test_id, self.cls, self.finding.confidence, self.finding.reason, self._evidence(facts))
+
+    def _evidence(self, facts: Iterable[str] | None) -> dict:
         if facts is None:
-            evidence = self._facts.whole()
-        else:
-            evidence = {}
-            for name in facts:
-                try:
-                    evidence[name] = self._facts[name]
-                except KeyError:
-                    continue  # not a fact of the summary
-        return Diagnosis(self.test_id, self.cls, self.finding.confidence, self.finding.reason, evidence)
+            return self._facts.whole()
+        evidence = {}
+        for name in facts:
+            try:
+                evidence[name] = self._facts[name]
+            except KeyError:
+                continue  # not a fact of the summary
+        return evidence
 
 
 def judge(evidence: Evidence, thresholds: Thresholds = _DEFAULTS, *, log_end: float | None = None) -> Judgement:

@@ -34,10 +34,10 @@ class Diagnosis:
     evidence: dict
 
     def to_json(self) -> dict:
-        return {
-            "test_id": self.test_id,
-            "class": self.cls,
-            "confidence": self.confidence,
-            "reason": self.reason,
-            "evidence": self.evidence,
-        }
+        return verdict_json(self.test_id, self.cls, self.confidence, self.reason, self.evidence)
+
+
+def verdict_json(test_id: str, cls: str, confidence: float, reason: str, evidence: dict) -> dict:
+    """A verdict as JSON, made from its parts: ``Diagnosis.to_json``, and a verdict made
+    without the object in between (``Judgement.to_json``)."""
+    return {"test_id": test_id, "class": cls, "confidence": confidence, "reason": reason, "evidence": evidence}

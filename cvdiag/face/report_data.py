@@ -127,8 +127,10 @@ class _TestEvents:
 
 
 class _Reader:
-    """What ``correlate.Detail`` calls for each test it details: that test's ``_TestEvents``,
-    numbering names in ``strings`` (a process of its own numbers them in its copy)."""
+    """What ``correlate.Detail`` calls in the process that diagnoses: for each test it
+    details, that test's ``_TestEvents``; then, for every row, what the page keeps of it
+    (``keep``). Names are numbered in ``strings`` (a process of its own numbers them in
+    its copy, which the rows and events it sends carry along)."""
 
     __slots__ = ("strings",)
 
@@ -138,15 +140,48 @@ class _Reader:
     def __call__(self, row: Mapping[str, Any]) -> _TestEvents:
         return _TestEvents(row, self.strings)
 
+    def keep(self, r: Mapping[str, Any]) -> dict[str, Any]:
+        """The row as the page keeps it: its index row (``ROW_COLUMNS``) made here, so the
+        processes share that work and only it is sent, not the row and its verdict. Left to
+        the driver (``_Index.add``): the label, a harness's "failed", the start (here the
+        first ``ts`` in seconds) and the detail's place (here -1); the whole verdict is
+        kept only for a test shown in detail."""
+        strings = self.strings  # names by subscript: a dict lookup, a call only for a new one
+        diag = r.get("_diagnosis") or {}
+        facts = diag.get("evidence") or {}
+        llm = r["_llm_ms"]
+        if (open_s := finite_ms(facts.get("open_llm_call_s"))) is not None:
+            # dated from the end of the whole log: within this test it ran at most its duration
+            llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
+        cells = [
+            r["test_id"],
+            None,
+            strings[r["slug"]],
+            strings[r.get("class") or ""],
+            1 if r["status"] == "fail" else 0,
+            strings[r["terminal"]],
+            r["duration_ms"],
+            facts.get("ttfb_ms"),
+            None if llm is None else round(llm),
+            r["events"],
+            [strings[x] for x in r["layers"]],
+            ts_seconds(r["first_ts"]),
+            diag.get("reason", ""),
+            diag.get("confidence"),
+            -1,
+        ]
+        kept = {"test_id": r["test_id"], "first_ts": r["first_ts"], "_cells": cells, "_strings": strings}
+        held = r.get("_read")
+        if held is not None:
+            kept["_read"], kept["_diagnosis"] = held, diag
+        return kept
 
-def _renumbered(held: _TestEvents, strings: Strings, maps: dict[int, list[bytes]]) -> list[bytes]:
-    """``held``'s events with the names numbered in ``strings``: an event is
-    ``[offset,layer,boundary,outcome,...`` and a number holds no comma."""
-    if held.strings is strings or held.joined:  # numbered in this process, or by the seed alone
+
+def _renumbered(held: _TestEvents, to: list[bytes] | None) -> list[bytes]:
+    """``held``'s events with the names numbered as ``to`` says (None: as they are): an
+    event is ``[offset,layer,boundary,outcome,...`` and a number holds no comma."""
+    if to is None or held.joined:  # numbered in the page's table, or by the seed alone
         return held.events
-    to = maps.get(id(held.strings))
-    if to is None:
-        to = maps[id(held.strings)] = [b"%d" % strings[name] for name in held.strings]
     out = []
     for event in held.events:
         head, layer, boundary, outcome, tail = event.split(b",", 4)
@@ -264,31 +299,25 @@ def build(
     ``labels`` names tests (pytest node ids); ``failed`` are ids a harness saw fail
     whatever their envelopes say; ``compared`` is a ``compare`` result to show, whose
     two tests get their waterfalls too."""
-    strings = Strings()
+    reader = _Reader(Strings())
     shown = correlate.Detail(
         MAX_EVENTS_PER_TEST,
         everything=all_tests,
         ids=frozenset((*failed, *(_compared_ids(compared) if compared else ()))),
         facts=_INDEX_FACTS,
-        reader=_Reader(strings),
+        reader=reader,
+        keep=reader.keep,
     )
     scan = correlate.scan_tests(
         list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True, progress=progress, detail=shown
     )
-    index = _Index(strings, labels or {}, scan.rows[0]["first_ts"] if scan.rows else None)
-    maps: dict[int, list[bytes]] = {}
     found, scan.rows = scan.rows, []
+    # the names as the process of the first row numbered them: its rows and events stay as they are
+    strings = found[0]["_strings"] if found else reader.strings
+    index = _Index(strings, labels or {}, frozenset(failed), found[0]["first_ts"] if found else None)
     found.reverse()
     while found:  # each row let go once it is indexed: never the scan's rows and the index at once
-        row = found.pop()
-        llm_ms, held = row.pop("_llm_ms"), row.pop("_read", None)
-        if row["test_id"] in failed:
-            row["status"] = "fail"
-        detail = None
-        if held is not None:  # a test shown in detail, its events read where it was diagnosed
-            events = _renumbered(held, strings, maps)
-            detail = {"t0": held.t0_ms, "diagnosis": row.get("_diagnosis") or {}, "events": events, "more": held.more}
-        index.add(row, llm_ms, detail)
+        index.add(found.pop())
     return {
         "meta": {
             "generated": wire_ts(time.time_ns()),
@@ -303,7 +332,7 @@ def build(
             "columns": list(ROW_COLUMNS),
             "event_columns": list(EVENT_COLUMNS),
         },
-        "strings": strings.table,
+        "strings": index.strings.table,
         "rows": index.rows,
         "details": index.shown,
         "compare": compared,
@@ -315,48 +344,48 @@ def _compared_ids(compared: Mapping[str, Any]) -> tuple[str, str]:
 
 
 class _Index:
-    """The index rows of the page, made from ``scan_tests`` rows one at a time, and the
-    tests shown in detail, in the order of their rows."""
+    """The index rows of the page, from the rows ``_Reader.keep`` made, one at a time, and
+    the tests shown in detail, in the order of their rows; names numbered in ``strings``."""
 
-    __slots__ = ("labels", "rows", "shown", "start", "start_s", "strings")
+    __slots__ = ("failed", "labels", "maps", "rows", "shown", "start", "start_s", "strings")
 
-    def __init__(self, strings: Strings, labels: Mapping[str, str], start: str | None) -> None:
-        self.strings, self.labels, self.start = strings, labels, start
+    def __init__(self, strings: Strings, labels: Mapping[str, str], failed: frozenset[str], start: str | None) -> None:
+        self.strings, self.labels, self.failed, self.start = strings, labels, failed, start
         self.start_s = ts_seconds(start) if start is not None else 0.0
         self.rows: list[list[Any]] = []
         self.shown: list[dict[str, Any]] = []
+        # another process's table -> its numbers in ``strings``, as ints and as event text
+        self.maps: dict[int, tuple[list[int], list[bytes]]] = {}
 
-    def add(self, r: Mapping[str, Any], llm: float | None, detail: dict[str, Any] | None) -> None:
-        strings = self.strings  # names by subscript: a dict lookup, a call only for a new one
-        tid = r["test_id"]
-        diag = r.get("_diagnosis") or {}
-        facts = diag.get("evidence") or {}
-        if (open_s := finite_ms(facts.get("open_llm_call_s"))) is not None:
-            # dated from the end of the whole log: within this test it ran at most its duration
-            llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
-        at = -1
-        if detail is not None:
-            at = len(self.shown)
-            self.shown.append(detail)
-        self.rows.append(
-            [
-                tid,
-                self.labels.get(tid),
-                strings[r["slug"]],
-                strings[r.get("class") or ""],
-                1 if r["status"] == "fail" else 0,
-                strings[r["terminal"]],
-                r["duration_ms"],
-                facts.get("ttfb_ms"),
-                None if llm is None else round(llm),
-                r["events"],
-                [strings[x] for x in r["layers"]],
-                round((ts_seconds(r["first_ts"]) - self.start_s) * 1000),
-                diag.get("reason", ""),
-                diag.get("confidence"),
-                at,
-            ]
-        )
+    def add(self, kept: Mapping[str, Any]) -> None:
+        cells = kept["_cells"]
+        to = self._map(kept["_strings"])
+        if to is not None:
+            ints = to[0]
+            cells[2], cells[3], cells[5] = ints[cells[2]], ints[cells[3]], ints[cells[5]]
+            cells[10] = [ints[x] for x in cells[10]]
+        tid = cells[0]
+        cells[1] = self.labels.get(tid)
+        if tid in self.failed:
+            cells[4] = 1
+        cells[11] = round((cells[11] - self.start_s) * 1000)
+        held = kept.get("_read")
+        if held is not None:  # a test shown in detail, its events read where it was diagnosed
+            cells[14] = len(self.shown)
+            events = _renumbered(held, None if to is None else to[1])
+            self.shown.append({"t0": held.t0_ms, "diagnosis": kept["_diagnosis"], "events": events, "more": held.more})
+        self.rows.append(cells)
+
+    def _map(self, numbered: Strings) -> tuple[list[int], list[bytes]] | None:
+        """How names numbered in ``numbered`` (another process's table) are numbered in
+        ``strings``; None when they are the same table."""
+        if numbered is self.strings:
+            return None
+        to = self.maps.get(id(numbered))
+        if to is None:
+            ints = [self.strings[name] for name in numbered]
+            to = self.maps[id(numbered)] = (ints, [b"%d" % n for n in ints])
+        return to
 
 
 def index_json(doc: Mapping[str, Any]) -> bytes:

@@ -39,10 +39,13 @@ class Detail:
     lines of their first ``lines`` envelopes are read again and handed to what ``reader``
     makes for the test (given the row; ``line(buf, start, end)`` each in file order, then
     ``finish()``), kept in the row's ``_read``; the rest keep ``facts`` of their evidence
-    (what an index row shows). All of it happens in the process that diagnoses, so the
-    work is shared between the processes and none holds every test's whole verdict."""
+    (what an index row shows). ``keep``, when given, makes what is kept of each row once
+    that is done (the row, its verdict and what the reader made, in a form of the
+    report's own): the rows that travel back to the driver are then only what it needs.
+    All of it happens in the process that diagnoses, so the work is shared between the
+    processes and none holds every test's whole verdict."""
 
-    __slots__ = ("everything", "facts", "ids", "lines", "reader")  # not a dataclass: see split.Share
+    __slots__ = ("everything", "facts", "ids", "keep", "lines", "reader")  # not a dataclass: see split.Share
 
     def __init__(
         self,
@@ -52,9 +55,10 @@ class Detail:
         ids: frozenset[str] = frozenset(),
         facts: tuple[str, ...] = (),
         reader: Callable[[dict[str, Any]], Any] | None = None,
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.lines, self.everything, self.ids, self.facts = lines, everything, ids, facts
-        self.reader = reader
+        self.reader, self.keep = reader, keep
 
     def wants(self, test_id: str, status: str, cls: str | None) -> bool:
         return self.everything or status == "fail" or cls not in (None, "ok") or test_id in self.ids
@@ -105,7 +109,8 @@ def _read_detail(share: Share, rows: list[dict[str, Any]], detail: Detail) -> No
     """The envelopes of the tests ``detail`` shows, read again where the fold saw them
     (only those lines) and handed to its reader. Each row's ``fold.Kept`` leaves it for
     what the report needs of it, in plain values that cost nothing to send: ``_llm_ms``,
-    and ``_read`` (what the reader made) for a test shown."""
+    and ``_read`` (what the reader made) for a test shown; then ``detail.keep`` makes
+    what is kept of each row, when it is given."""
     places: dict[int, list[tuple[int, int, Any]]] = {}
     readers = []
     for row in rows:
@@ -123,6 +128,10 @@ def _read_detail(share: Share, rows: list[dict[str, Any]], detail: Detail) -> No
             reader.line(buf, ls - shift, le - shift)
     for reader in readers:
         reader.finish()
+    if detail.keep is not None:
+        keep = detail.keep
+        for i, row in enumerate(rows):  # in place: each row let go as soon as it is replaced
+            rows[i] = keep(row)
 
 
 def _verdicts(
@@ -144,5 +153,5 @@ def _verdicts(
         facts = None  # the whole summary, unless the report shows the test by its index row only
         if detail is not None and tid in aggs and not detail.wants(ev.test_id, aggs[tid].status, judged.cls):
             facts = detail.facts
-        out[tid] = judged.diagnosis(facts).to_json()
+        out[tid] = judged.to_json(facts)
     return out
