@@ -3,6 +3,7 @@ wider than the terminal, ids never wrapped, and a ``next:`` hint that works."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
@@ -15,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from logkit import aborted, compact, envelope, errored, happy, write
 
-from cvdiag.face.render import _common_length, unique_prefixes
+from cvdiag.face.render import _common_length, _common_lengths, unique_prefixes
 
 # Ids minted in one millisecond share their first 15 characters (time, version), and
 # two of these share 35: a fixed-length prefix cannot tell them apart.
@@ -69,6 +70,8 @@ def test_tests_fits_the_terminal_and_its_hint_finds_one_test(tmp_path: Path, mod
     out = _output(mode, ["tests", "app.log"], width, tmp_path)
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= width, out
+    if mode == "plain":  # a line ends with its last text, never with padding (diffs, copies)
+        assert all(line == line.rstrip() for line in lines), out
     every = [*SAME_MS, *TWINS]
     rows = [line for line in lines if line.strip().startswith(_MS)]
     assert len(rows) == len(every)
@@ -196,17 +199,25 @@ def test_compare_stats_and_validate_fit_the_terminal(tmp_path: Path, mode: str, 
     assert out == "checked 37 envelopes: 0 invalid, 0 malformed lines\n"
 
 
-@given(st.lists(st.text(alphabet="ab-0", max_size=14), max_size=30), st.text(alphabet="ab-0", max_size=14))
-def test_unique_prefixes_name_each_id_alone(ids: list[str], other: str) -> None:
-    """Each prefix is as short as can be (at least 8) and no other id starts with it,
-    unless the id is itself another's prefix (then it is given whole)."""
+_MIXED = st.lists(st.text(alphabet="ab-0é", max_size=14), max_size=30)
+_SAME_LENGTH = st.lists(st.text(alphabet="ab0-", min_size=12, max_size=12), max_size=30)  # as UUIDs are
+
+
+@given(st.one_of(_MIXED, _SAME_LENGTH), st.text("ab-0", max_size=14), st.sampled_from([8, 2]))
+def test_unique_prefixes_name_each_id_alone(ids: list[str], other: str, shortest: int) -> None:
+    """Each prefix is as short as can be (at least ``shortest``) and no other id starts
+    with it, unless the id is itself another's prefix (then it is given whole); ids of
+    one length and ASCII are compared as numbers, the others by slices."""
     assert _common_length(other, other + "x") == len(other)
     assert _common_length(other, "") == 0
     common = os.path.commonprefix  # characters are what is compared here, not paths
     assert all(_common_length(a, b) == len(common([a, b])) for a in ids for b in (other, *ids))
-    prefixes = unique_prefixes(ids)
+    ordered = sorted(set(ids))
+    assert _common_lengths(ordered) == [len(common([a, b])) for a, b in itertools.pairwise(ordered)]
+    prefixes = unique_prefixes(ids, shortest)
+    assert prefixes.keys() == set(ids)
     for i, p in prefixes.items():
-        assert i.startswith(p) and (len(p) >= min(8, len(i)))
+        assert i.startswith(p) and (len(p) >= min(shortest, len(i)))
         others = [j for j in prefixes if j != i and j.startswith(p)]
         assert not others or p == i
-        assert len(p) <= 8 or any(j != i and j.startswith(p[:-1]) for j in prefixes)
+        assert len(p) <= shortest or any(j != i and j.startswith(p[:-1]) for j in prefixes)

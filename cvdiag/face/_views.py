@@ -32,7 +32,6 @@ from cvdiag.read import correlate, toolcalls
 def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: dict[str, str]) -> None:
     """The ``tests`` table: ids never wrapped (cut in the middle, past their unique
     prefix), columns dropped by usefulness when the terminal is narrow."""
-    clock = one_utc_date([r["first_ts"] for r in rows]) is not None
     id_width = max(len(prefixes[r["test_id"]]) for r in rows) + 5  # prefix, "…", 4 last characters
     columns = [
         Column("test_id", keep=True, min_width=id_width, middle=True),
@@ -44,16 +43,22 @@ def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: dict[str, str]) 
         Column("terminal", rank=5),
         Column("status", keep=True, rank=0),
     ]
-    with_class = "class" in rows[0]
-    if with_class:
+    starts = [r["first_ts"] for r in rows]
+    clock = one_utc_date(starts) is not None
+    values = [
+        [r["test_id"] for r in rows],
+        [r["slug"] for r in rows],
+        [",".join(r["layers"]) for r in rows],
+        [r["events"] for r in rows],
+        [ts[11:23] for ts in starts] if clock else starts,
+        list(map(ms, [r["duration_ms"] for r in rows])),
+        [r["terminal"] for r in rows],
+        [r["status"] for r in rows],
+    ]
+    if "class" in rows[0]:
         columns.append(Column("class", keep=True, rank=1))
-    table = []
-    for r in rows:
-        start = r["first_ts"][11:23] if clock else r["first_ts"]
-        cells = [r["test_id"], r["slug"], ",".join(r["layers"]), r["events"], start, ms(r["duration_ms"])]
-        cells += [r["terminal"], r["status"]] + ([r["class"] or ""] if with_class else [])
-        table.append(cells)
-    out.table(columns, table, [FAIL if r["status"] == "fail" else None for r in rows])
+        values.append([r["class"] or "" for r in rows])
+    out.table_of_columns(columns, values, [FAIL if status == "fail" else None for status in values[7]])
 
 
 def tests_summary(out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | None) -> None:

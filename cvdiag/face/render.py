@@ -27,6 +27,11 @@ DIM = "dim"
 OK = "green"
 
 
+def _text(value: Any) -> str:
+    """A cell's text: nothing for None."""
+    return "" if value is None else str(value)
+
+
 def printable(text: str) -> str:
     """``text`` with every character Python calls unprintable shown as an
     escape (``\\xNN``, ``\\uXXXX``), so log content can never drive the terminal: C0
@@ -71,18 +76,16 @@ def cut(text: str, width: int, *, middle: bool = False) -> str:
     return text[: width - 1] + "…"
 
 
-def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | None, sep: int) -> list[int | None]:
-    """Each column's width, or None for a column dropped to fit ``width`` characters.
+def fit(columns: Sequence[Column], texts: Sequence[Sequence[str]], width: int | None, sep: int) -> list[int | None]:
+    """Each column's width, or None for a column dropped to fit ``width`` characters;
+    ``texts[i]`` are column i's cells.
 
     ``keep`` columns are always shown, shrunk if even they do not fit; the others are
     added by usefulness while they fit whole (or, if they may shrink, at their smallest
     width); what is left widens shrunk columns, most useful first. ``width`` None keeps
     every column at its natural width.
     """
-    natural = [len(c.name) for c in columns]
-    if cells:
-        by_column = zip(*cells, strict=True)
-        natural = [max(n, *map(len, values)) for n, values in zip(natural, by_column, strict=True)]
+    natural = [max(len(c.name), max(map(len, values), default=0)) for c, values in zip(columns, texts, strict=True)]
     if width is None or sum(natural) + sep * (len(columns) - 1) <= width:
         return list(natural)
     smallest = [n if c.min_width is None else min(n, c.min_width) for c, n in zip(columns, natural, strict=True)]
@@ -118,22 +121,27 @@ def unique_prefixes(ids: Sequence[str], shortest: int = 8) -> dict[str, str]:
     starts with, so a command given it finds exactly that test. Ids minted in the same
     millisecond share 13 or more characters, so a fixed length is not enough."""
     ordered = sorted(set(ids))
-    need = dict.fromkeys(ordered, shortest)
-    for left, right in itertools.pairwise(ordered):
-        common = _common_length(left, right)
-        need[left] = max(need[left], common + 1)
-        need[right] = max(need[right], common + 1)
+    if not ordered:
+        return {}
+    past = [common + 1 for common in _common_lengths(ordered)]  # with the next id, plus one
+    need = map(max, itertools.repeat(shortest), [shortest, *past], [*past, shortest])
     # An id that is another's prefix is found whole (an exact id wins over prefixes).
-    return {i: i[:n] for i, n in need.items()}
+    return {i: i[:n] for i, n in zip(ordered, need, strict=True)}
+
+
+def _common_lengths(ordered: Sequence[str]) -> list[int]:
+    """How many first characters each id shares with the next. ASCII ids of one length
+    (UUIDs) as numbers: their XOR's highest bit is in the first byte that differs. Else a
+    bisection of slices compared in C (a loop over a dozen shared characters costs more)."""
+    if len(set(map(len, ordered))) == 1 and "".join(ordered).isascii():
+        size = len(ordered[0])
+        numbers = [int.from_bytes(i.encode(), "big") for i in ordered]
+        return [size - ((a ^ b).bit_length() + 7) // 8 for a, b in itertools.pairwise(numbers)]
+    return [_common_length(a, b) for a, b in itertools.pairwise(ordered)]
 
 
 def _common_length(a: str, b: str) -> int:
-    """How many first characters ``a`` and ``b`` share. Two ASCII ids of one length (UUIDs)
-    as numbers: their XOR's highest bit is in the first byte that differs. Else a
-    bisection of slices compared in C (a loop over a dozen shared characters costs more)."""
-    if len(a) == len(b) and a.isascii() and b.isascii():
-        differ = int.from_bytes(a.encode(), "big") ^ int.from_bytes(b.encode(), "big")
-        return len(a) - (differ.bit_length() + 7) // 8
+    """How many first characters ``a`` and ``b`` share."""
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -227,29 +235,46 @@ class Out:
     ) -> None:
         """One row per item; ``styles[i]`` colours row i on a terminal. On a narrow
         terminal, columns are dropped and shrunk as their ``Column`` says: never wrapped."""
+        values = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+        self.table_of_columns(columns, values, styles, title)
+
+    def table_of_columns(
+        self,
+        columns: Sequence[str | Column],
+        values: Sequence[Sequence[Any]],
+        styles: Sequence[str | None] | None = None,
+        title: str | None = None,
+    ) -> None:
+        """``table`` given column by column (``values[i]``: column i's cells), as a long
+        table is drawn: each step a loop in C over a column, not Python over every cell."""
         cols = [c if isinstance(c, Column) else Column(c, rank=i, keep=True) for i, c in enumerate(columns)]
-        cells = [["" if v is None else str(v) for v in row] for row in rows]
-        for k, row in enumerate(cells):
-            if not "".join(row).isprintable():  # one C-speed test per row; escaping is rare
-                cells[k] = [printable(v) for v in row]
+        texts = [list(map(str, cells)) if None not in cells else [_text(v) for v in cells] for cells in values]
+        for i, cells in enumerate(texts):
+            if not "".join(cells).isprintable():  # one C-speed test per column; escaping is rare
+                texts[i] = list(map(printable, cells))
         sep = 3 if self.color else 2
-        widths = fit(cols, cells, self.width, sep)
+        widths = fit(cols, texts, self.width, sep)
         shown = [i for i, w in enumerate(widths) if w is not None]
         header = [cut(cols[i].name, widths[i] or 0) for i in shown]
-        narrowed = [
-            i for i in shown if cols[i].min_width is not None and any(len(r[i]) > (widths[i] or 0) for r in cells)
-        ]
-        for row in cells:  # only the narrowed columns need a look at each cell
-            for i in narrowed:
-                row[i] = cut(row[i], widths[i] or 0, middle=cols[i].middle)
-        body = [[row[i] for i in shown] for row in cells] if len(shown) < len(cols) else cells
+        for i in shown:  # a column narrowed below its longest cell: each cell cut to fit
+            w = widths[i] or 0
+            if cols[i].min_width is not None and max(map(len, texts[i]), default=0) > w:
+                texts[i] = [cut(v, w, middle=cols[i].middle) for v in texts[i]]
         if self.color:
+            body = [list(row) for row in zip(*(texts[i] for i in shown), strict=True)]
             self._rich_table([cols[i] for i in shown], [widths[i] or 0 for i in shown], header, body, styles, title)
             return
         if title:
             self.stream.write(printable(title) + "\n")
-        fmt = "  ".join(f"{{:{'>' if cols[i].right else '<'}{widths[i]}}}" for i in shown)
-        self.stream.writelines(fmt.format(*row).rstrip() + "\n" for row in [header, *body])
+        padded = []
+        for k, i in enumerate(shown):
+            pad = str.rjust if cols[i].right else str.ljust
+            padded.append(list(map(pad, [header[k], *texts[i]], itertools.repeat(widths[i] or 0))))
+        lines: Iterator[str] = map(str.rstrip, map("  ".join, zip(*padded, strict=True)))
+        if not padded:  # no column fits: a blank line each, as a table of no columns is drawn
+            lines = itertools.repeat("", 1 + (len(texts[0]) if texts else 0))
+        while chunk := list(itertools.islice(lines, 4096)):  # written a few thousand lines at a time
+            self.stream.write("\n".join(chunk) + "\n")
 
     def _rich_table(
         self,
