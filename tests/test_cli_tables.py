@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from logkit import aborted, compact, envelope, errored, happy, write
 
-from cvdiag.face.render import _common_length, _common_lengths, unique_prefixes
+from cvdiag.face.render import _common_length, _common_lengths, one_utc_date, unique_prefixes
 
 # Ids minted in one millisecond share their first 15 characters (time, version), and
 # two of these share 35: a fixed-length prefix cannot tell them apart.
@@ -221,3 +221,21 @@ def test_unique_prefixes_name_each_id_alone(ids: list[str], other: str, shortest
         others = [j for j in prefixes if j != i and j.startswith(p)]
         assert not others or p == i
         assert len(p) <= shortest or any(j != i and j.startswith(p[:-1]) for j in prefixes)
+
+
+_STAMPS = st.one_of(
+    st.sampled_from(["2026-11-21T10:00:00.000Z", "2026-11-21T23:59:59.999Z", "2026-11-22T00:00:00.000Z"]),
+    st.text(alphabet="0126-:.TZ+ ", max_size=30),
+    st.text(alphabet="0-TZ", min_size=24, max_size=24),
+    st.sampled_from(["2026-11-21T10:00:00.000+00:00", "2026-11-21T10:00:00.0000Z", "2026-11-21T10:00:00Z"]),
+)
+
+
+@given(st.lists(_STAMPS, max_size=6))
+def test_one_date_is_named_only_when_every_stamp_is_canonical_and_of_that_date(stamps: list[str]) -> None:
+    """Only then does the table show a time of day (``stamp[11:23]``) in place of the
+    stamp. Canonical by shape: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` is 24 characters, "T" and "Z"
+    in their places (the scan writes every ``ts`` so)."""
+    canonical = all(len(s) == 24 and s[10] == "T" and s[23] == "Z" for s in stamps)
+    dates = {s[:10] for s in stamps}
+    assert one_utc_date(stamps) == (dates.pop() if canonical and len(dates) == 1 else None)

@@ -122,12 +122,12 @@ def tests(args: argparse.Namespace) -> int:
     progress.close()
     _note(scan.tally)
     rows = filters.select_tests(scan.rows, failed_only=args.failed, slug=args.slug, since=args.since, until=args.until)
-    verdicts = {r["test_id"]: r.pop("_diagnosis", None) for r in rows}
     if fmt == "json":
         _json_out(rows)
         return _found(rows)
     prefixes = unique_prefixes([r["test_id"] for r in scan.rows])
     if fmt in ("github", "junit"):
+        verdicts = {r["test_id"]: r.pop("_diagnosis", None) for r in rows}
         return _ci_out(fmt, rows, verdicts, prefixes, args.paths)
     out = Out()
     if not rows:

@@ -130,18 +130,22 @@ def unique_prefixes(ids: Sequence[str], shortest: int = 8) -> dict[str, str]:
 
 
 def _common_lengths(ordered: Sequence[str]) -> list[int]:
-    """How many first characters each id shares with the next. ASCII ids of one length
-    (UUIDs) as numbers: their XOR's highest bit is in the first byte that differs. Else a
-    bisection of slices compared in C (a loop over a dozen shared characters costs more)."""
-    if len(set(map(len, ordered))) == 1 and "".join(ordered).isascii():
-        size = len(ordered[0])
-        numbers = [int.from_bytes(i.encode(), "big") for i in ordered]
-        return [size - ((a ^ b).bit_length() + 7) // 8 for a, b in itertools.pairwise(numbers)]
-    return [_common_length(a, b) for a, b in itertools.pairwise(ordered)]
+    """How many first characters each id shares with the next. Two ASCII ids of one
+    length (UUIDs) as numbers: their XOR's highest bit is in the first byte that differs.
+    Else a bisection of slices (``_common_length``)."""
+    numbers = [int.from_bytes(i.encode(), "big") if i.isascii() else None for i in ordered]
+    out = []
+    for a, b, x, y in zip(ordered, ordered[1:], numbers, numbers[1:], strict=False):
+        if x is not None and y is not None and len(a) == len(b):
+            out.append(len(a) - ((x ^ y).bit_length() + 7) // 8)
+        else:
+            out.append(_common_length(a, b))
+    return out
 
 
 def _common_length(a: str, b: str) -> int:
-    """How many first characters ``a`` and ``b`` share."""
+    """How many first characters ``a`` and ``b`` share: a bisection of slices compared in
+    C (a loop over a dozen shared characters costs more)."""
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -155,10 +159,11 @@ def _common_length(a: str, b: str) -> int:
 def one_utc_date(stamps: Sequence[str]) -> str | None:
     """The date all these canonical stamps (``2026-11-21T10:00:00.000Z``) share, else
     None: then a time of day (``stamp[11:23]``) says as much in half the width."""
-    if not all(len(s) == 24 and s[10] == "T" and s[23] == "Z" for s in stamps):
-        return None
-    dates = {s[:10] for s in stamps}
-    return dates.pop() if len(dates) == 1 else None
+    # "T", what follows the milliseconds ("Z" alone in that shape), the date: one text per
+    # stamp, the same for all exactly when every stamp has that shape and that date
+    shapes = {s[10:11] + s[23:] + s[:10] for s in stamps}
+    shape = shapes.pop() if len(shapes) == 1 else ""
+    return shape[2:] if len(shape) == 12 and shape.startswith("TZ") else None
 
 
 def terminal_width(stream: TextIO) -> int | None:
