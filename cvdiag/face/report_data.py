@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Collection, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from cvdiag.contract.schema import CATALOG, EDGE_HEADERS, LAYERS, OUTCOMES
@@ -126,6 +127,9 @@ class _TestEvents:
         self.events = [b",".join(out)] if self.joined and out else out
 
 
+_NONE: Mapping[str, Any] = MappingProxyType({})  # no verdict, no facts: read, never written
+
+
 class _Reader:
     """What ``correlate.Detail`` calls in the process that diagnoses: for each test it
     details, that test's ``_TestEvents``; then, for every row, what the page keeps of it
@@ -147,10 +151,11 @@ class _Reader:
         first ``ts`` in seconds) and the detail's place (here -1); the whole verdict is
         kept only for a test shown in detail."""
         strings = self.strings  # names by subscript: a dict lookup, a call only for a new one
-        diag = r.get("_diagnosis") or {}
-        facts = diag.get("evidence") or {}
+        diag = r.get("_diagnosis") or _NONE
+        facts = diag.get("evidence") or _NONE
         llm = r["_llm_ms"]
-        if (open_s := finite_ms(facts.get("open_llm_call_s"))) is not None:
+        open_s = facts.get("open_llm_call_s")
+        if open_s is not None and (open_s := finite_ms(open_s)) is not None:
             # dated from the end of the whole log: within this test it ran at most its duration
             llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
         cells = [
@@ -173,7 +178,7 @@ class _Reader:
         kept = {"test_id": r["test_id"], "first_ts": r["first_ts"], "_cells": cells, "_strings": strings}
         held = r.get("_read")
         if held is not None:
-            kept["_read"], kept["_diagnosis"] = held, diag
+            kept["_read"], kept["_diagnosis"] = held, r.get("_diagnosis") or {}
         return kept
 
 

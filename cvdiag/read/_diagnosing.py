@@ -39,9 +39,9 @@ class Detail:
     lines of their first ``lines`` envelopes are read again and handed to what ``reader``
     makes for the test (given the row; ``line(buf, start, end)`` each in file order, then
     ``finish()``), kept in the row's ``_read``; the rest keep ``facts`` of their evidence
-    (what an index row shows). ``keep``, when given, makes what is kept of each row once
-    that is done (the row, its verdict and what the reader made, in a form of the
-    report's own): the rows that travel back to the driver are then only what it needs.
+    (what an index row shows). ``keep``, when given, makes what is kept of each row (of
+    the row, its verdict and what the reader makes, in a form of the report's own): the
+    rows that travel back to the driver are then only what it needs.
     All of it happens in the process that diagnoses, so the work is shared between the
     processes and none holds every test's whole verdict."""
 
@@ -109,29 +109,28 @@ def _read_detail(share: Share, rows: list[dict[str, Any]], detail: Detail) -> No
     """The envelopes of the tests ``detail`` shows, read again where the fold saw them
     (only those lines) and handed to its reader. Each row's ``fold.Kept`` leaves it for
     what the report needs of it, in plain values that cost nothing to send: ``_llm_ms``,
-    and ``_read`` (what the reader made) for a test shown; then ``detail.keep`` makes
-    what is kept of each row, when it is given."""
+    and ``_read`` (what the reader made, its lines handed to it after) for a test shown;
+    ``detail.keep``, when given, makes of the row what is kept of it."""
     places: dict[int, list[tuple[int, int, Any]]] = {}
     readers = []
-    for row in rows:
+    reader, keep = detail.reader, detail.keep
+    for i, row in enumerate(rows):
         kept = row["_kept"]
-        if detail.reader is not None and detail.wants(row["test_id"], row["status"], row["class"]):
-            read = row["_read"] = detail.reader(row)
+        if reader is not None and detail.wants(row["test_id"], row["status"], row["class"]):
+            read = row["_read"] = reader(row)
             readers.append(read)
             at = kept.lines()
-            for i in range(0, len(at), 3):
-                places.setdefault(at[i], []).append((at[i + 1], at[i + 2], read))
+            for k in range(0, len(at), 3):
+                places.setdefault(at[k], []).append((at[k + 1], at[k + 2], read))
         del row["_kept"]
         row["_llm_ms"] = kept.llm_ms
-    for buf, shift, lines in share.lines_at(places):
-        for ls, le, reader in lines:
-            reader.line(buf, ls - shift, le - shift)
-    for reader in readers:
-        reader.finish()
-    if detail.keep is not None:
-        keep = detail.keep
-        for i, row in enumerate(rows):  # in place: each row let go as soon as it is replaced
+        if keep is not None:  # in place: each row let go as soon as it is replaced
             rows[i] = keep(row)
+    for buf, shift, lines in share.lines_at(places):
+        for ls, le, read in lines:
+            read.line(buf, ls - shift, le - shift)
+    for read in readers:
+        read.finish()
 
 
 def _verdicts(
