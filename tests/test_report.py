@@ -74,10 +74,10 @@ def test_an_index_row_says_when_its_test_started_and_what_the_harness_saw(log: P
     from datetime import datetime
 
     envs = [json.loads(line.split(" ", 1)[1]) for line in log.read_text().splitlines()]
-    first = {}
+    first: dict[str, datetime] = {}
     for env in envs:
-        first.setdefault(env["test_id"], datetime.fromisoformat(env["ts"]))
-        first[env["test_id"]] = min(first[env["test_id"]], datetime.fromisoformat(env["ts"]))
+        at = datetime.fromisoformat(env["ts"])
+        first[env["test_id"]] = min(first.get(env["test_id"], at), at)
     start = min(first.values())
     doc = report_data.build(resolve_sources([str(log)]), failed={TID_OK}, labels={TID_OK: "tests/test_x.py::ok"})
     rows = rows_by_id(doc)

@@ -4,9 +4,10 @@ detail, in a compact JSON-ready form that ``report`` embeds and the page draws l
 One pass over the inputs: ``correlate.scan_tests`` gives the rows and diagnoses (as
 ``tests`` and ``diagnose --all`` compute them) and, per test, its LLM time; the process
 that diagnoses a test the page details reads that test's lines again (only those, where
-the pass saw them) and encodes its events here (``_Reader``), so two processes share
-that work too. Each event is encoded as soon as it is read, so memory follows the size
-of the report, not of the log. Read side only: no emit-side import, no HTML here.
+the pass saw them) and encodes its events here (``_Reader``), and it makes every index
+row of its tests (``_Reader.keep``), so two processes share that work too. Each event
+is encoded as soon as it is read, so memory follows the size of the report, not of the
+log. Read side only: no emit-side import, no HTML here.
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ class Detail:
     ``finish()``), kept in the row's ``_read``; the rest keep ``facts`` of their evidence
     (what an index row shows). ``keep``, when given, makes what is kept of each row (of
     the row, its verdict and what the reader makes, in a form of the report's own): the
-    rows that travel back to the driver are then only what it needs.
-    All of it happens in the process that diagnoses, so the work is shared between the
-    processes and none holds every test's whole verdict."""
+    rows that travel back to the driver are then only what it needs. All of it happens
+    in the process that diagnoses, so the work is shared between the processes and none
+    holds every test's whole verdict."""
 
     __slots__ = ("everything", "facts", "ids", "keep", "lines", "reader")  # not a dataclass: see split.Share
 
