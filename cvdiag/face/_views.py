@@ -58,7 +58,7 @@ def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: dict[str, str]) 
     if "class" in rows[0]:
         columns.append(Column("class", keep=True, rank=1))
         values.append([r["class"] or "" for r in rows])
-    out.table_of_columns(columns, values, [FAIL if status == "fail" else None for status in values[7]])
+    out.table(columns, values, [FAIL if status == "fail" else None for status in values[7]], by_column=True)
 
 
 def tests_summary(out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | None) -> None:

@@ -237,21 +237,15 @@ class Out:
         rows: Sequence[Sequence[Any]],
         styles: Sequence[str | None] | None = None,
         title: str | None = None,
+        *,
+        by_column: bool = False,
     ) -> None:
         """One row per item; ``styles[i]`` colours row i on a terminal. On a narrow
-        terminal, columns are dropped and shrunk as their ``Column`` says: never wrapped."""
-        values = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
-        self.table_of_columns(columns, values, styles, title)
-
-    def table_of_columns(
-        self,
-        columns: Sequence[str | Column],
-        values: Sequence[Sequence[Any]],
-        styles: Sequence[str | None] | None = None,
-        title: str | None = None,
-    ) -> None:
-        """``table`` given column by column (``values[i]``: column i's cells), as a long
-        table is drawn: each step a loop in C over a column, not Python over every cell."""
+        terminal, columns are dropped and shrunk as their ``Column`` says: never wrapped.
+        ``by_column``: ``rows`` given column by column (``rows[i]``: column i's cells), as
+        a long table is best made. Either way it is drawn by columns: each step a loop in C
+        over a column, not Python over every cell."""
+        values = rows if by_column else list(zip(*rows, strict=True)) if rows else [() for _ in columns]
         cols = [c if isinstance(c, Column) else Column(c, rank=i, keep=True) for i, c in enumerate(columns)]
         texts = [list(map(str, cells)) if None not in cells else [_text(v) for v in cells] for cells in values]
         for i, cells in enumerate(texts):
