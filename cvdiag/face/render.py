@@ -245,7 +245,8 @@ class Out:
         ``by_column``: ``rows`` given column by column (``rows[i]``: column i's cells), as
         a long table is best made. Either way it is drawn by columns: each step a loop in C
         over a column, not Python over every cell."""
-        values = rows if by_column else list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+        # rows turned into columns, unless given so (no rows: an empty column each)
+        values = rows if by_column else (list(zip(*rows, strict=True)) if rows else [() for _ in columns])
         cols = [c if isinstance(c, Column) else Column(c, rank=i, keep=True) for i, c in enumerate(columns)]
         texts = [list(map(str, cells)) if None not in cells else [_text(v) for v in cells] for cells in values]
         for i, cells in enumerate(texts):
