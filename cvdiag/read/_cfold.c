@@ -38,6 +38,9 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#endif
 #if defined(__GNUC__) || defined(__clang__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #else
@@ -124,9 +127,11 @@ typedef struct {
     Py_ssize_t n_layers, cap_layers;
     PyObject *slugs[MAX_SLUGS]; /* bytes */
     int n_slugs;
-    /* report: where its first envelopes are (fold.Kept): int32 triples, half the memory */
-    int32_t *places;
-    Py_ssize_t n_places, cap_places;
+    /* report: where its first envelopes are (fold.Kept), packed (keep_place): about 4 bytes
+     * each, not the 12 of three int32s, for every envelope of every test until the end */
+    uint8_t *places;
+    Py_ssize_t n_places, places_len, cap_places; /* places; bytes used; bytes held */
+    int64_t place_block, place_end;              /* the last place's block and end: the next is told from them */
     int64_t more;
     /* the diagnosis head (Evidence._fold_head) */
     int ev;
@@ -172,6 +177,7 @@ struct Folder {
     char *llm_response; Py_ssize_t llm_response_len;
     PyObject *terminal_bits; /* dict bytes -> int */
     PyObject *shared;        /* layer and slug bytes, one object each for all tests */
+    PyObject *layer_sets;    /* take: a test's layers (a tuple, as met) -> one frozenset for all tests */
     int backend_bit;
     PyObject *admit, *boundary_info, *ts_facts, *loads; /* callables */
     PyObject *pair; /* count mode (stats): a (slug, boundary, outcome) met the first time -> token, or None */
@@ -189,6 +195,7 @@ struct Folder {
     NameTable names;
     TidEntry *tids; Py_ssize_t tids_cap, tids_used;
     Slot **slots; Py_ssize_t n_slots, cap_slots; /* chunks of SLOT_CHUNK: never moved, never copied */
+    Py_ssize_t n_taken; /* take: the slots taken in order from the first; a chunk all taken is handed back */
     Py_ssize_t n_aggs;
     int64_t untracked;
     /* the seconds met: YYYY-MM-DDTHH:MM:SS -> epoch seconds, a small direct cache */
@@ -198,6 +205,28 @@ struct Folder {
 
 #define SLOT_CHUNK 1024
 #define SLOT(f, k) (&(f)->slots[(k) / SLOT_CHUNK][(k) % SLOT_CHUNK])
+
+/* A chunk of slots is mapped apart where the system allows: handed back when its slots are
+ * taken, its memory is the system's again at once. In the heap it would stay resident,
+ * and the Python rows made of it go to pymalloc's arenas, mapped elsewhere: a pass would
+ * hold both (18 MB on a log of 34k tests). */
+static Slot *chunk_new(void) {
+#if defined(MAP_ANONYMOUS)
+    void *p = mmap(NULL, SLOT_CHUNK * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+#else
+    return PyMem_Malloc(SLOT_CHUNK * sizeof(Slot));
+#endif
+}
+
+static void chunk_free(Slot *chunk) {
+    if (!chunk) return;
+#if defined(MAP_ANONYMOUS)
+    munmap(chunk, SLOT_CHUNK * sizeof(Slot));
+#else
+    PyMem_Free(chunk);
+#endif
+}
 
 /* -- small helpers ------------------------------------------------------------------ */
 static uint64_t fnv(const char *p, Py_ssize_t n) {
@@ -451,6 +480,10 @@ static int tids_grow(Folder *f) {
  * leave the old array free in the heap, as much again in resident memory (tens of MB on
  * a log of 30k tests). */
 static int slot_new(Folder *f, int ev) {
+    if (f->n_taken) {
+        PyErr_SetString(PyExc_RuntimeError, "this folder's tests were taken");
+        return -1;
+    }
     if (f->n_slots == f->cap_slots) {
         Py_ssize_t n_chunks = f->cap_slots / SLOT_CHUNK;
         if ((n_chunks & (n_chunks - 1)) == 0) { /* the table of chunks is full at each power of two */
@@ -458,7 +491,7 @@ static int slot_new(Folder *f, int ev) {
             if (!t) { PyErr_NoMemory(); return -1; }
             f->slots = t;
         }
-        Slot *chunk = PyMem_Malloc(SLOT_CHUNK * sizeof(Slot));
+        Slot *chunk = chunk_new();
         if (!chunk) { PyErr_NoMemory(); return -1; }
         f->slots[n_chunks] = chunk;
         f->cap_slots += SLOT_CHUNK;
@@ -572,18 +605,39 @@ static int agg_fold(Folder *f, Slot *s, const char *ts24, const char *layer, Py_
     return 0;
 }
 
+static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static int64_t unzigzag(uint64_t u) { return (int64_t)(u >> 1) ^ -(int64_t)(u & 1); }
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v) {
+    for (; v >= 0x80; v >>= 7) *p++ = (uint8_t)(v | 0x80);
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* A place packed as varints, told from the one before (unpack_places reads them back):
+ * (start - the last end) * 2 within the same block, else (block - the last block) * 2 + 1
+ * and then the start; then end - start. Signed steps are zigzagged, so any order packs. */
+#define PLACE_MAX_BYTES 15 /* three varints of at most 34 bits */
 static int keep_place(Folder *f, Slot *s, int64_t block, Py_ssize_t ls, Py_ssize_t le) {
     /* past the first keep_lines, or where no int32 reaches (never, with blocks of MBs): counted */
-    if (s->n_places >= f->keep_lines || block > INT32_MAX || le > INT32_MAX) { s->more++; return 0; }
-    if (s->n_places == s->cap_places) {
-        Py_ssize_t cap = s->cap_places ? s->cap_places * 2 : 8;
-        if (cap > f->keep_lines) cap = f->keep_lines;
-        int32_t *p = PyMem_Realloc(s->places, cap * 3 * sizeof(int32_t));
+    if (s->n_places >= f->keep_lines || block > INT32_MAX || le > INT32_MAX || ls > le) { s->more++; return 0; }
+    if (s->cap_places - s->places_len < PLACE_MAX_BYTES) {
+        Py_ssize_t cap = s->cap_places ? s->cap_places + s->cap_places / 2 : 32; /* less slack than doubling */
+        uint8_t *p = PyMem_Realloc(s->places, cap);
         if (!p) { PyErr_NoMemory(); return -1; }
         s->places = p; s->cap_places = cap;
     }
-    int32_t *p = s->places + 3 * s->n_places++;
-    p[0] = block; p[1] = ls; p[2] = le;
+    uint8_t *p = s->places + s->places_len;
+    if (block == s->place_block) {
+        p = put_varint(p, zigzag(ls - s->place_end) << 1);
+    } else {
+        p = put_varint(p, zigzag(block - s->place_block) << 1 | 1);
+        p = put_varint(p, (uint64_t)ls);
+    }
+    p = put_varint(p, (uint64_t)(le - ls));
+    s->places_len = p - s->places;
+    s->n_places++;
+    s->place_block = block; s->place_end = le;
     return 0;
 }
 
@@ -1345,9 +1399,9 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnLOOOO", &view, &start, &end, &p.block, &p.line_cb, &p.body_cb, &p.metadata_cb,
                           &p.malformed_cb))
         return NULL;
-    if (f->loads == NULL) {
+    if (f->loads == NULL || f->n_taken) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_RuntimeError, "this folder was cleared");
+        PyErr_SetString(PyExc_RuntimeError, f->n_taken ? "this folder's tests were taken" : "this folder was cleared");
         return NULL;
     }
     const char *buf = p.buf = view.buf;
@@ -1405,6 +1459,10 @@ static PyObject *Folder_fold_env(Folder *f, PyObject *args) {
     long long block;
     Py_ssize_t ls, le;
     if (!PyArg_ParseTuple(args, "O!Lnn", &PyDict_Type, &env, &block, &ls, &le)) return NULL;
+    if (f->n_taken) {
+        PyErr_SetString(PyExc_RuntimeError, "this folder's tests were taken");
+        return NULL;
+    }
     const char *tid, *layer = "", *bnd, *slug = "", *outcome = "", *ts;
     Py_ssize_t tid_n, layer_n = 0, bnd_n, slug_n = 0, outcome_n = 0, ts_n;
     PyObject *tid_o = PyDict_GetItemWithError(env, f->k_test_id);
@@ -1767,24 +1825,39 @@ static PyObject *pick_tuple(const PickRef *p) {
 
 static void slot_free(Slot *s);
 
+/* A test's layers as a frozenset shared by every test that met the same ones in the same
+ * order: a log's tests have a few sets between them, and a set of its own is 216 bytes. */
+static PyObject *layer_set(Folder *f, Slot *s) {
+    PyObject *key = PyTuple_New(s->n_layers);
+    if (!key) return NULL;
+    for (Py_ssize_t i = 0; i < s->n_layers; i++) PyTuple_SET_ITEM(key, i, Py_NewRef(s->layers[i]));
+    PyObject *set = PyDict_GetItemWithError(f->layer_sets, key);
+    if (set || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return set ? Py_NewRef(set) : NULL;
+    }
+    set = PyFrozenSet_New(key);
+    if (set && PyDict_GET_SIZE(f->layer_sets) < 4096 && PyDict_SetItem(f->layer_sets, key, set) < 0) Py_CLEAR(set);
+    Py_DECREF(key);
+    return set;
+}
+
 /* take(slot) -> (agg, kept, head) of one test, its memory handed back: the results are
  * taken one test at a time, so a pass never holds them twice.
- * agg (events, first, last, failed, flags, layers, slugs, order) or None;
- * kept (places as bytes of int32 triples, more) or None;
+ * agg (events, first, last, failed, flags, layers (a frozenset, shared: layer_set), slugs, order) or None;
+ * kept (places as keep_place packs them, more) or None;
  * head (events, names, counts, other, layers[4], failures, first, last, backend, counters, skipped) or None. */
 static PyObject *Folder_take(Folder *f, PyObject *arg) {
     Py_ssize_t k = PyLong_AsSsize_t(arg);
     if (k == -1 && PyErr_Occurred()) return NULL;
-    if (k < 0 || k >= f->n_slots) {
-        PyErr_SetString(PyExc_IndexError, "no such slot");
+    if (k < 0 || k >= f->n_slots || !f->slots[k / SLOT_CHUNK]) {
+        PyErr_SetString(PyExc_IndexError, k < 0 || k >= f->n_slots ? "no such slot" : "slot already taken");
         return NULL;
     }
     Slot *s = SLOT(f, k);
     PyObject *agg = NULL, *kept = NULL, *head = NULL, *layers = NULL, *slugs = NULL;
     if (s->agg_on) {
-        if (!(layers = PySet_New(NULL)) || !(slugs = PyList_New(0))) goto fail;
-        for (Py_ssize_t i = 0; i < s->n_layers; i++)
-            if (PySet_Add(layers, s->layers[i]) < 0) goto fail;
+        if (!(layers = layer_set(f, s)) || !(slugs = PyList_New(0))) goto fail;
         for (int i = 0; i < s->n_slugs; i++)
             if (PyList_Append(slugs, s->slugs[i]) < 0) goto fail;
         agg = Py_BuildValue("(Ly#y#iiNNn)", (long long)s->a_events, s->first, (Py_ssize_t)24, s->last, (Py_ssize_t)24,
@@ -1792,7 +1865,7 @@ static PyObject *Folder_take(Folder *f, PyObject *arg) {
         layers = slugs = NULL; /* the tuple has them, or they are gone with its failure */
         if (!agg) goto fail;
         if (f->keep_lines &&
-            !(kept = Py_BuildValue("(y#L)", (const char *)s->places, s->n_places * 3 * (Py_ssize_t)sizeof(int32_t),
+            !(kept = Py_BuildValue("(y#L)", s->places ? (const char *)s->places : "", s->places_len,
                                    (long long)s->more)))
             goto fail;
     }
@@ -1817,6 +1890,11 @@ static PyObject *Folder_take(Folder *f, PyObject *arg) {
         slot_free(s);
         memset(s, 0, sizeof(Slot));
         s->ev = ev; /* taken: nothing left to free */
+        if (k == f->n_taken && (++f->n_taken % SLOT_CHUNK == 0 || f->n_taken == f->n_slots)) {
+            Py_ssize_t c = (f->n_taken - 1) / SLOT_CHUNK; /* every slot of it taken */
+            chunk_free(f->slots[c]);
+            f->slots[c] = NULL;
+        }
     }
     return item;
 fail:
@@ -1849,6 +1927,7 @@ static int Folder_traverse(Folder *f, visitproc visit, void *arg) {
     Py_VISIT(f->pair);
     Py_VISIT(f->terminal_bits);
     Py_VISIT(f->shared);
+    Py_VISIT(f->layer_sets);
     Py_VISIT(f->event_dumps);
     for (int i = 0; i < N_NUMBERED; i++) Py_VISIT(f->numbered[i].index);
     return 0;
@@ -1862,6 +1941,7 @@ static int Folder_clear(Folder *f) {
     Py_CLEAR(f->pair);
     Py_CLEAR(f->terminal_bits);
     Py_CLEAR(f->shared);
+    Py_CLEAR(f->layer_sets);
     Py_CLEAR(f->event_dumps);
     for (int i = 0; i < N_NUMBERED; i++) Py_CLEAR(f->numbered[i].index);
     return 0;
@@ -1881,8 +1961,9 @@ static void Folder_dealloc(Folder *f) {
     names_clear(&f->triples);
     for (Py_ssize_t i = 0; i < f->tids_cap; i++) PyMem_Free(f->tids[i].bytes);
     PyMem_Free(f->tids);
-    for (Py_ssize_t i = 0; i < f->n_slots; i++) slot_free(SLOT(f, i));
-    for (Py_ssize_t c = 0; c < f->cap_slots / SLOT_CHUNK; c++) PyMem_Free(f->slots[c]);
+    for (Py_ssize_t i = 0; i < f->n_slots; i++)
+        if (f->slots[i / SLOT_CHUNK]) slot_free(SLOT(f, i));
+    for (Py_ssize_t c = 0; c < f->cap_slots / SLOT_CHUNK; c++) chunk_free(f->slots[c]);
     PyMem_Free(f->slots);
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
@@ -1939,7 +2020,7 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
     }
     f->tail_room = tail_room;
     f->terminal_bits = Py_NewRef(bits);
-    if (!(f->shared = PyDict_New())) return -1;
+    if (!(f->shared = PyDict_New()) || !(f->layer_sets = PyDict_New())) return -1;
     f->backend_bit = backend_bit;
     f->admit = Py_NewRef(admit); f->boundary_info = Py_NewRef(info); f->ts_facts = Py_NewRef(tsf);
     f->loads = Py_NewRef(loads);
@@ -2132,6 +2213,50 @@ static PyObject *module_read_block(PyObject *self, PyObject *args) {
 
 /* The pages of the heap that are free, handed back to the system: a pass over a big log
  * leaves tens of MB free between live objects, which the RSS keeps until then. */
+/* unpack_places(packed) -> the bytes of int32 triples (block, start, end) that
+ * keep_place packed, in the order it met them; ValueError when they are cut short. */
+static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) { *out = v; return 1; }
+    }
+    return 0;
+}
+
+static PyObject *module_unpack_places(PyObject *self, PyObject *arg) {
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *p = v.buf, *end = p + v.len;
+    /* each place takes two bytes at least */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (v.len / 2) * 3 * (Py_ssize_t)sizeof(int32_t));
+    if (!out) { PyBuffer_Release(&v); return NULL; }
+    int32_t *o = (int32_t *)PyBytes_AS_STRING(out), *o0 = o;
+    int64_t block = 0, last_end = 0;
+    while (p < end) {
+        uint64_t head, start, len;
+        if (!get_varint(&p, end, &head)) goto cut;
+        if (head & 1) {
+            block += unzigzag(head >> 1);
+            if (!get_varint(&p, end, &start)) goto cut;
+        } else {
+            start = (uint64_t)(last_end + unzigzag(head >> 1));
+        }
+        if (!get_varint(&p, end, &len)) goto cut;
+        last_end = (int64_t)start + (int64_t)len;
+        *o++ = (int32_t)block; *o++ = (int32_t)start; *o++ = (int32_t)last_end;
+    }
+    PyBuffer_Release(&v);
+    if (_PyBytes_Resize(&out, (char *)o - (char *)o0) < 0) return NULL;
+    return out;
+cut:
+    PyBuffer_Release(&v);
+    Py_DECREF(out);
+    PyErr_SetString(PyExc_ValueError, "packed places cut short");
+    return NULL;
+}
+
 static PyObject *module_release_free_memory(PyObject *self, PyObject *unused) {
 #ifdef __GLIBC__
     malloc_trim(0);
@@ -2144,6 +2269,8 @@ static PyMethodDef module_methods[] = {
     {"reuse_block_memory", module_reuse_block_memory, METH_NOARGS,
      "reuse_block_memory() -> whether the C allocator now keeps big blocks for reuse (glibc only)."},
     {"newlines", module_newlines, METH_O, "newlines(buffer) -> how many newline bytes it holds."},
+    {"unpack_places", module_unpack_places, METH_O,
+     "unpack_places(packed) -> the bytes of the int32 triples (block, start, end) a folder kept packed."},
     {"release_free_memory", module_release_free_memory, METH_NOARGS,
      "release_free_memory() -> None: the heap's free pages handed back (glibc only)."},
     {"untouched", module_untouched, METH_VARARGS,

@@ -9,7 +9,7 @@ This is the work of one process when ``tests`` diagnoses (``split.run_parts``): 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cvdiag.read import fold
@@ -80,7 +80,11 @@ class Diagnosing:
 
 def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float | None]:
     """(the rows of the tests the share owns, with their class; the tally; the latest
-    ``ts``), in as many passes as the budget needs (one for all but very big logs)."""
+    ``ts``), in as many passes as the budget needs (one for all but very big logs).
+
+    The last pass's tests are judged as their rows are made, and a report's rows made
+    into what it keeps of them there and then: one test at a time goes from evidence to
+    its row, never every verdict and every row at once."""
     from cvdiag.diagnosis import Evidence
 
     share = task.share
@@ -88,69 +92,85 @@ def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float
     detail = task.detail
     first = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, keep_lines=detail.lines if detail else 0)
     first.read(share.windows(by_range=False), share.progress, count=share.part == 0)
-    end = task.log_end if task.log_end is not None else first.latest
+    latest = first.latest
+    judge = _Judge(task, task.log_end if task.log_end is not None else latest)
     verdicts: dict[bytes, Any] = {}
     folder = first
-    while True:
-        verdicts.update(_verdicts(folder.evidence, task, end, first.aggs))
-        if not folder.deferred:
-            break
+    while folder.deferred:  # more tests than the budget: these are judged before the others are read
+        verdicts.update(judge.every(folder.evidence, first.aggs))
         folder = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, only=folder.deferred, fold_aggs=False)
         folder.read(share.windows(by_range=False), None, count=False)
-    rows = fold.rows_of(first.aggs, verdicts, first.kept)
-    release_free_memory()  # what the pass left free, before the rows are read again and sent
-    if detail is not None:
-        _read_detail(share, rows, detail)
-        release_free_memory()
-    return rows, first.tally, first.latest
+    last = folder.evidence
+
+    def verdict(tid: bytes, row: dict[str, Any]) -> Any:
+        ev = last.pop(tid, None)
+        return verdicts.pop(tid, None) if ev is None else judge(ev, row["status"])
+
+    rows = fold.rows_of(first.aggs, verdict, first.kept)
+    made = list(rows) if detail is None else _read_detail(share, rows, detail)
+    release_free_memory()  # what the pass left free, before the rows are sent
+    return made, first.tally, latest
 
 
-def _read_detail(share: Share, rows: list[dict[str, Any]], detail: Detail) -> None:
-    """The envelopes of the tests ``detail`` shows, read again where the fold saw them
-    (only those lines) and handed to its reader. Each row's ``fold.Kept`` leaves it for
-    what the report needs of it, in plain values that cost nothing to send: ``_llm_ms``,
-    and ``_read`` (what the reader made, its lines handed to it after) for a test shown;
-    ``detail.keep``, when given, makes of the row what is kept of it."""
+def _read_detail(share: Share, rows: Iterable[dict[str, Any]], detail: Detail) -> list[dict[str, Any]]:
+    """The rows, with the envelopes of the tests ``detail`` shows read again where the
+    fold saw them (only those lines) and handed to its reader. Each row's ``fold.Kept``
+    leaves it for what the report needs of it, in plain values that cost nothing to send:
+    ``_llm_ms``, and ``_read`` (what the reader made, its lines handed to it after) for a
+    test shown; ``detail.keep``, when given, makes of each row what is kept of it as it
+    comes, so the rows are never all held whole."""
     places: dict[int, list[tuple[int, int, Any]]] = {}
-    readers = []
+    left: dict[Any, int] = {}  # each reader's lines not read yet: finished after its last one
     reader, keep = detail.reader, detail.keep
-    for i, row in enumerate(rows):
+    out = []
+    for row in rows:
         kept = row["_kept"]
         if reader is not None and detail.wants(row["test_id"], row["status"], row["class"]):
             read = row["_read"] = reader(row)
-            readers.append(read)
             at = kept.lines()
+            left[read] = len(at) // 3
             for k in range(0, len(at), 3):
                 places.setdefault(at[k], []).append((at[k + 1], at[k + 2], read))
         del row["_kept"]
         row["_llm_ms"] = kept.llm_ms
-        if keep is not None:  # in place: each row let go as soon as it is replaced
-            rows[i] = keep(row)
+        out.append(row if keep is None else keep(row))
+    for read in [read for read, n in left.items() if not n]:
+        read.finish()
+    release_free_memory()  # the pass's places and blocks, before the lines shown are read
     for buf, shift, lines in share.lines_at(places):
         for ls, le, read in lines:
             read.line(buf, ls - shift, le - shift)
-    for read in readers:
-        read.finish()
-
-
-def _verdicts(
-    evidence: dict[bytes, Any], task: Diagnosing, log_end: float | None, aggs: dict[bytes, Any]
-) -> dict[bytes, Any]:
-    """Each test's class, or its verdict as JSON (brief for a test ``detail`` does not
-    show); evidence is let go as it is judged."""
-    from cvdiag.diagnosis import Thresholds, judge
-
-    thresholds = Thresholds(slow_s=task.slow_s)
-    keep_json, detail = task.keep_json, task.detail
-    out = {}
-    while evidence:
-        tid, ev = evidence.popitem()
-        judged = judge(ev, thresholds, log_end=log_end)
-        if not keep_json:
-            out[tid] = judged.cls
-            continue
-        facts = None  # the whole summary, unless the report shows the test by its index row only
-        if detail is not None and tid in aggs and not detail.wants(ev.test_id, aggs[tid].status, judged.cls):
-            facts = detail.facts
-        out[tid] = judged.to_json(facts)
+            left[read] -= 1
+            if not left[read]:  # finished as soon as it can be: what it held to sort them let go
+                read.finish()
     return out
+
+
+class _Judge:
+    """Each test's class, or its verdict as JSON (brief for a test ``detail`` does not
+    show, given its row's status)."""
+
+    def __init__(self, task: Diagnosing, log_end: float | None) -> None:
+        from cvdiag.diagnosis import Thresholds, judge
+
+        self._judge, self.thresholds, self.log_end = judge, Thresholds(slow_s=task.slow_s), log_end
+        self.keep_json, self.detail = task.keep_json, task.detail
+
+    def __call__(self, ev: Any, status: str | None) -> Any:
+        judged = self._judge(ev, self.thresholds, log_end=self.log_end)
+        if not self.keep_json:
+            return judged.cls
+        facts = None  # the whole summary, unless the report shows the test by its index row only
+        detail = self.detail
+        if detail is not None and status is not None and not detail.wants(ev.test_id, status, judged.cls):
+            facts = detail.facts
+        return judged.to_json(facts)
+
+    def every(self, evidence: dict[bytes, Any], aggs: dict[bytes, Any]) -> dict[bytes, Any]:
+        """The verdict of each test of ``evidence``, let go as it is judged."""
+        out = {}
+        while evidence:
+            tid, ev = evidence.popitem()
+            agg = aggs.get(tid)
+            out[tid] = self(ev, agg.status if agg is not None else None)
+        return out

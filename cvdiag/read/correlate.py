@@ -88,7 +88,7 @@ def scan_tests(
     if classify:  # each share diagnosed whole tests: its rows are final
         rows = [r for part_rows, _, _ in results for r in part_rows]
     else:
-        rows = fold.rows_of(fold.merged_aggs((part_aggs for part_aggs, _, _ in results), tally), None)
+        rows = list(fold.rows_of(fold.merged_aggs((part_aggs for part_aggs, _, _ in results), tally)))
     rows.sort(key=lambda r: (r["first_ts"], r["test_id"]))  # canonical timestamps sort as text
     return TestScan(rows, tally, log_end)
 

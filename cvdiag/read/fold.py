@@ -239,9 +239,12 @@ _PLACE_MAX = (1 << 31) - 1  # a place is three int32s: past this (never, with bl
 class Kept:
     """What a report needs of one test beyond its row, kept by a ``Fold`` given
     ``keep_lines``: where its first envelopes are (``places``: block, start, end of each,
-    int32s, so the tests shown in detail are read again line by line, not the whole log),
-    how many more there are, and the time its LLM calls took. Never sent between
-    processes: the process that diagnoses reads the places (``_diagnosing._read_detail``)."""
+    so the tests shown in detail are read again line by line, not the whole log), how
+    many more there are, and the time its LLM calls took. The Python fold keeps the places
+    as int32s; the compiled one packs them in about 4 bytes each (``unpack_places``), as a
+    report keeps them for every envelope of every test until the pass ends. Never sent
+    between processes: the process that diagnoses reads the places
+    (``_diagnosing._read_detail``)."""
 
     __slots__ = ("llm_ms", "more", "places")
 
@@ -253,13 +256,16 @@ class Kept:
         self.llm_ms: float | None = None
 
     def lines(self) -> memoryview:
-        """``places`` as int32s, whether the Python fold appended them or the compiled one
-        handed over their bytes."""
-        return memoryview(self.places).cast("B").cast("i")
+        """``places`` as int32s (block, start, end of each), whether the Python fold
+        appended them or the compiled one packed them."""
+        places = self.places
+        if type(places) is bytes:
+            places = CFOLD.unpack_places(places)
+        return memoryview(places).cast("B").cast("i")
 
     @classmethod
     def of(cls, places: bytes, more: int, llm_ms: float | None) -> Kept:
-        """What the compiled fold kept: ``places`` as the bytes of int32 triples, kept as they are."""
+        """What the compiled fold kept: ``places`` packed, kept as they are."""
         kept = cls.__new__(cls)
         kept.places, kept.more, kept.llm_ms = places, more, llm_ms
         return kept
@@ -272,7 +278,7 @@ class Agg:
 
     def __init__(self, ts: bytes) -> None:
         self.events = 0
-        self.layers: set[bytes] = set()
+        self.layers: set[bytes] | frozenset[bytes] = set()
         self.slugs: list[bytes] = []
         self.first = self.last = ts  # canonical bytes: compared as bytes
         self.flags = 0
@@ -280,7 +286,9 @@ class Agg:
 
     @classmethod
     def of(cls, facts: tuple) -> Agg:
-        """The row the compiled fold kept: (events, first, last, failed, flags, layers, slugs, order)."""
+        """The row the compiled fold kept: (events, first, last, failed, flags, layers, slugs,
+        order), its layers a frozenset that tests with the same ones share (``merge``
+        makes a new one)."""
         agg = cls.__new__(cls)
         agg.events, agg.first, agg.last, failed, agg.flags, agg.layers, agg.slugs, _ = facts
         agg.failed = bool(failed)
@@ -755,22 +763,27 @@ def merged_aggs(parts: Iterable[dict[bytes, Agg]], tally: Tally) -> dict[bytes, 
 
 
 def rows_of(
-    aggs: dict[bytes, Agg], verdicts: dict[bytes, Any] | None, kept: dict[bytes, Kept] | None = None
-) -> list[dict[str, Any]]:
-    """Rows of the tests that have more than accounting envelopes, with their class
-    (and ``_diagnosis``, the whole verdict, when it was kept) if ``verdicts`` is given,
-    and what ``kept`` holds of them under ``_kept``."""
-    rows = []
-    for tid, agg in aggs.items():
+    aggs: dict[bytes, Agg],
+    verdict: Callable[[bytes, dict[str, Any]], Any] | None = None,
+    kept: dict[bytes, Kept] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Rows of the tests that have more than accounting envelopes, in ``aggs``' order,
+    with their class if ``verdict`` is given (it is asked for each test's, given the test
+    id and its row: a class, or the verdict as JSON, then kept whole in ``_diagnosis``),
+    and what ``kept`` holds of them under ``_kept``. Made one at a time, each test's
+    aggregate and kept facts let go as its row is made: whoever takes the rows one by one
+    never holds them beside every aggregate."""
+    for tid in list(aggs):
+        agg = aggs.pop(tid)
+        held = kept.pop(tid, None) if kept is not None else None
         if not agg.layers:  # only accounting envelopes: about cvdiag, not about a test
             continue
         row = agg.row(tid)
-        if verdicts is not None:
-            v = verdicts.get(tid)
+        if verdict is not None:
+            v = verdict(tid, row)
             row["class"] = v["class"] if isinstance(v, dict) else v
             if isinstance(v, dict):
                 row["_diagnosis"] = v
         if kept is not None:
-            row["_kept"] = kept.get(tid) or Kept()
-        rows.append(row)
-    return rows
+            row["_kept"] = held or Kept()
+        yield row
