@@ -10,6 +10,7 @@ accounting lines, duplicated keys, cut lines).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from logkit import docker_line, every_shape
+from logkit import docker_line, every_shape, happy
 
 from cvdiag.contract.schema import JAVA_PREFIX, PREFIX
 from cvdiag.diagnosis import Evidence, Thresholds, classify
@@ -858,3 +859,73 @@ def test_lines_are_counted_as_bytes_count_counts_them(data: bytes) -> None:
 
     assert newlines(data) == data.count(b"\n")
     assert newlines(memoryview(data)[1:]) == data[1:].count(b"\n")
+
+
+def _fold_windows_both(
+    windows: list[tuple[bytes, int]], monkeypatch: pytest.MonkeyPatch, *, keep_lines: int
+) -> tuple[fold.Fold, fold.Fold]:
+    """``windows`` (a buffer and its block's number each) folded by both folds."""
+    folds = []
+    for compiled in (True, False):
+        with monkeypatch.context() as m:
+            if not compiled:
+                m.setattr(fold, "_CFOLD", None)
+            f = fold.Fold(Evidence, keep_lines=keep_lines)
+            assert (f._c is not None) == compiled
+            f.read([(buf, "t.log", 0, len(buf), 1, block) for buf, block in windows], count=True)
+            folds.append(f)
+    return folds[0], folds[1]
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    picks=st.lists(st.integers(0, 10**6), min_size=1, max_size=60),
+    cuts=st.lists(st.integers(0, 60), max_size=6),
+    blocks=st.lists(st.integers(0, 2**31 + 2) | st.sampled_from([0, 1, 2**31 - 1, 2**31]), min_size=7, max_size=7),
+    keep=st.sampled_from([1, 4, 1_000]),
+)
+def test_places_in_blocks_numbered_any_way_are_kept_alike(
+    picks: list[int], cuts: list[int], blocks: list[int], keep: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled fold packs each place told from the one before (its block, its start
+    after the last end). Over buffers numbered forwards, backwards, the same twice in a
+    row (a start before the last end) or past an int32 (counted, not kept), the places
+    read back as the Python fold keeps them, and the counts past ``keep`` agree."""
+    lines = [_SAMPLE[p % len(_SAMPLE)] + b"\n" for p in picks]
+    bounds = sorted({0, len(lines), *(c % (len(lines) + 1) for c in cuts)})
+    windows = [(b"".join(lines[a:b]), blocks[k]) for k, (a, b) in enumerate(itertools.pairwise(bounds))]
+    compiled, python = _fold_windows_both(windows, monkeypatch, keep_lines=keep)
+    _assert_same(compiled, python)
+
+
+def test_a_report_keeps_a_place_in_a_few_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report keeps where every envelope of every test is until its pass ends: packed,
+    the benchmark's lines take under 5 bytes a place (three int32s took 12)."""
+    log = b"\n".join(_SAMPLE) + b"\n"
+    half = log.index(b"\n", len(log) // 2) + 1
+    compiled, python = _fold_windows_both([(log[:half], 0), (log[half:], 1)], monkeypatch, keep_lines=1_000)
+    _assert_same(compiled, python)
+    places = sum(len(k.lines()) // 3 for k in compiled.kept.values())
+    packed = sum(len(k.places) for k in compiled.kept.values())
+    assert places > 50 and packed / places < 5, (packed, places)
+
+
+def test_the_tests_taken_from_a_compiled_pass_share_their_layers_and_end_it(tmp_path: Path) -> None:
+    """``take`` hands a test's memory back as it goes: tests that met the same layers share
+    one frozenset of them, and once one test is taken the pass folds no more lines (its
+    slots are being handed back), nor is a test taken twice."""
+    envs = [env for i in range(3) for env in happy(f"t-{i}", start=i)]
+    log = b"".join(PREFIX.encode() + orjson.dumps(env) + b"\n" for env in envs)
+    f = fold.Fold(Evidence)
+    f.buffer(log, "t.log")
+    c = f._c
+    f._c = None  # taken here, by hand
+    aggs = [c.take(slot)[0] for slot in range(3)]
+    assert [agg[5] for agg in aggs] == [{e["layer"].encode() for e in happy()}] * 3
+    assert aggs[0][5] is aggs[1][5] is aggs[2][5] and isinstance(aggs[0][5], frozenset)
+    with pytest.raises(IndexError, match="already taken"):
+        c.take(0)
+    with pytest.raises(RuntimeError, match="tests were taken"):
+        c.buffer(log, 0, len(log), 0, print, print, print, print)
