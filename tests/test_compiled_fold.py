@@ -929,3 +929,27 @@ def test_the_tests_taken_from_a_compiled_pass_share_their_layers_and_end_it(tmp_
         c.take(0)
     with pytest.raises(RuntimeError, match="tests were taken"):
         c.buffer(log, 0, len(log), 0, print, print, print, print)
+
+
+_NAME = st.binary(max_size=6) | st.sampled_from([b"backend", b"probe", b"aimock", b"harness", b"\xc3", b"\xa9"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(slugs=st.lists(_NAME, max_size=4), layers=st.sets(_NAME, min_size=1, max_size=5), frozen=st.booleans())
+def test_a_rows_slug_and_layers_read_as_each_name_decoded_alone(
+    slugs: list[bytes], layers: set[bytes], frozen: bool
+) -> None:
+    """A row's slug is the test's slugs joined and then decoded (a comma ends any broken
+    UTF-8 sequence), and its layers' order is worked out once per set of them: both as
+    each name decoded alone, then joined and ordered, whether the Python fold's set or
+    the compiled fold's shared frozenset holds them."""
+    from cvdiag.contract.schema import LAYERS
+
+    agg = fold.Agg(b"2026-11-21T10:00:00.000Z")
+    agg.slugs, agg.layers = slugs, frozenset(layers) if frozen else set(layers)
+    names = {x.decode("utf-8", "replace") for x in layers}
+    row = agg.row(b"t-1")
+    assert row["slug"] == ",".join(s.decode("utf-8", "replace") for s in slugs)
+    assert row["layers"] == [x for x in LAYERS if x in names] + sorted(names - set(LAYERS))
+    row["layers"].append("mine")  # each row its own list
+    assert agg.row(b"t-1")["layers"] == [x for x in LAYERS if x in names] + sorted(names - set(LAYERS))

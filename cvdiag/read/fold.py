@@ -48,7 +48,7 @@ from cvdiag.contract.schema import (
     SCHEMA_VERSION,
     is_accounting,
 )
-from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, order_key
+from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, order_key, ts_seconds
 from cvdiag.read._compiled import CFOLD
 from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, MAX_LINE, Tally, coerce, parse_span
 from cvdiag.read.scan import LineCounter
@@ -328,18 +328,36 @@ class Agg:
 
     def row(self, test_id: bytes) -> dict[str, Any]:
         terminal = self.terminal
-        layers = {x.decode("utf-8", "replace") for x in self.layers}
+        first = self.first.decode()
         return {
             "test_id": test_id.decode("utf-8", "replace"),
-            "slug": ",".join(s.decode("utf-8", "replace") for s in self.slugs),
-            "layers": [x for x in LAYERS if x in layers] + sorted(layers - set(LAYERS)),
+            # a comma ends any broken UTF-8 sequence: joined, then decoded, is each decoded, then joined
+            "slug": b",".join(self.slugs).decode("utf-8", "replace"),
+            "layers": _layer_names(self.layers),
             "events": self.events,
-            "first_ts": self.first.decode(),
+            "first_ts": first,
             "last_ts": self.last.decode(),
-            "duration_ms": round((bytes_seconds(self.last) - bytes_seconds(self.first)) * 1000),
+            "duration_ms": round((bytes_seconds(self.last) - ts_seconds(first)) * 1000),
             "terminal": terminal,
             "status": "fail" if self.failed or terminal != "complete" else "ok",
         }
+
+
+#: A set of layers (as the compiled fold shares it between tests) -> its names in a row's order.
+_LAYER_NAMES: dict[frozenset[bytes], tuple[str, ...]] = {}
+
+
+def _layer_names(layers: set[bytes] | frozenset[bytes]) -> list[str]:
+    """A row's layers: the known ones in ``LAYERS``' order, then the others sorted; worked
+    out once for each set, as most tests of a log have one of a few."""
+    key = layers if type(layers) is frozenset else frozenset(layers)
+    names = _LAYER_NAMES.get(key)
+    if names is None:
+        decoded = {x.decode("utf-8", "replace") for x in key}
+        names = (*(x for x in LAYERS if x in decoded), *sorted(decoded - set(LAYERS)))
+        if len(_LAYER_NAMES) < 4096:
+            _LAYER_NAMES[key] = names
+    return list(names)
 
 
 class Fold:
