@@ -910,6 +910,9 @@ def test_a_report_keeps_a_place_in_a_few_bytes(monkeypatch: pytest.MonkeyPatch) 
     places = sum(len(k.lines()) // 3 for k in compiled.kept.values())
     packed = sum(len(k.places) for k in compiled.kept.values())
     assert places > 50 and packed / places < 5, (packed, places)
+    some = next(k.places for k in compiled.kept.values() if k.places)
+    with pytest.raises(ValueError, match="cut short"):  # never from a folder, but said plainly
+        fold._CFOLD.unpack_places(some[:-1])
 
 
 def test_the_tests_taken_from_a_compiled_pass_share_their_layers_and_end_it(tmp_path: Path) -> None:

@@ -2211,8 +2211,6 @@ static PyObject *module_read_block(PyObject *self, PyObject *args) {
     return Py_BuildValue("NNn", block, rest, n);
 }
 
-/* The pages of the heap that are free, handed back to the system: a pass over a big log
- * leaves tens of MB free between live objects, which the RSS keeps until then. */
 /* unpack_places(packed) -> the bytes of int32 triples (block, start, end) that
  * keep_place packed, in the order it met them; ValueError when they are cut short. */
 static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
@@ -2257,6 +2255,8 @@ cut:
     return NULL;
 }
 
+/* The pages of the heap that are free, handed back to the system: a pass over a big log
+ * leaves tens of MB free between live objects, which the RSS keeps until then. */
 static PyObject *module_release_free_memory(PyObject *self, PyObject *unused) {
 #ifdef __GLIBC__
     malloc_trim(0);
