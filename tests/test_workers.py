@@ -21,7 +21,11 @@ from cvdiag.read.split import Share, run_parts
 
 
 def _dies_on_sigterm(_: int) -> bool:
-    return signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    return signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and not _sigterm_blocked()
+
+
+def _sigterm_blocked() -> bool:
+    return signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
 
 
 def test_workers_die_on_sigterm_whatever_handler_the_command_installed() -> None:
@@ -30,8 +34,44 @@ def test_workers_die_on_sigterm_whatever_handler_the_command_installed() -> None
     previous = signal.signal(signal.SIGTERM, lambda *_: None)
     try:
         assert run_parts(_dies_on_sigterm, [0, 1], 2) == [True, True]
+        assert not _sigterm_blocked()  # the driver's mask as it was
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_SLOW_SECOND_WORKER = """
+import os, signal, time
+from cvdiag.face._exit import terminated
+from cvdiag.read import split
+
+signal.signal(signal.SIGTERM, terminated)  # the command's own, as a worker inherits it
+forks = []
+# the second worker of each pool is slow to start: Python's after-fork code still runs
+os.register_at_fork(before=lambda: forks.append(1), after_in_child=lambda: len(forks) % 2 or time.sleep(0.2))
+
+
+def fails(_):
+    raise ValueError("boom")
+
+
+for _ in range(5):
+    try:
+        split.run_parts(fails, [0, 1], 2)
+    except ValueError:
+        pass
+print("ended")
+"""
+
+
+def test_a_failed_share_stops_a_worker_the_pools_sigterm_reaches_as_it_starts() -> None:
+    """One worker fails at once, so the pool is terminated while the other is still in
+    Python's after-fork code. A SIGTERM handled there is ignored (its ``SystemExit``
+    with it), and the worker, alive, waited for the pool's task lock forever: the
+    command hung. Forked with SIGTERM blocked, the worker gets it once it can act on it."""
+    r = subprocess.run(
+        [sys.executable, "-c", _SLOW_SECOND_WORKER], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (r.returncode, r.stdout, "Exception ignored" in r.stderr) == (0, "ended\n", False), r.stderr[-2000:]
 
 
 def _collects(_: int) -> bool:

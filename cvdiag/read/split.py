@@ -48,11 +48,31 @@ def _is_gzip_file(path: str) -> bool:
 
 
 def run_parts(work: Callable[[Any], _Result], shares: Iterable[Any], jobs: int) -> list[_Result]:
-    """``work`` of each share in ``jobs`` forked processes, results in the shares' order."""
+    """``work`` of each share in ``jobs`` forked processes, results in the shares' order.
+
+    Done, the workers are closed, not terminated: each ends on the pool's sentinel. Only
+    an error terminates them (SIGTERM), as workers still at work must stop; they are
+    forked with SIGTERM blocked (``_start_worker`` unblocks it), so one that is sent it
+    before it first runs still gets it. Unblocked, the signal could land in Python's own
+    after-fork code, which runs the command's handler and ignores what it raises: the
+    worker lived on, and ``terminate`` waited for it forever (once in about 700 pools,
+    in a test that makes hundreds)."""
     import multiprocessing  # only here: it costs start-up time
 
-    with multiprocessing.get_context("fork").Pool(jobs, initializer=_start_worker) as pool, _collector_paused():
-        return pool.map(work, shares)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_start_worker)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    try:
+        with _collector_paused():
+            results = pool.map(work, shares)
+    except BaseException:
+        pool.terminate()
+        raise
+    pool.close()
+    pool.join()
+    return results
 
 
 @contextlib.contextmanager
@@ -70,15 +90,17 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _start_worker() -> None:
-    """A worker ends at once on SIGTERM, which the pool sends to stop idle workers, and
-    collects cycles whatever the driver is doing.
+    """A worker ends at once on SIGTERM, which the pool sends to stop workers when the
+    command fails, and collects cycles whatever the driver is doing.
 
     The command's own SIGTERM handler (inherited through fork) raises in Python code, and
     a signal that lands just before a worker blocks on the pool's task lock is never
-    handled: the worker waits for that lock forever and the command hangs at its end. A
-    worker the pool starts again is forked while the driver's collector is paused.
+    handled: the worker would wait for that lock forever. It was forked with SIGTERM
+    blocked: unblocked here, one sent meanwhile ends it now. A worker the pool starts
+    again is forked while the driver's collector is paused.
     """
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one sent already ends it here
     gc.enable()
 
 
