@@ -915,7 +915,7 @@ def test_a_report_keeps_a_place_in_a_few_bytes(monkeypatch: pytest.MonkeyPatch) 
         fold._CFOLD.unpack_places(some[:-1])
 
 
-def test_the_tests_taken_from_a_compiled_pass_share_their_layers_and_end_it(tmp_path: Path) -> None:
+def test_the_tests_taken_from_a_compiled_pass_share_their_layers_and_end_it() -> None:
     """``take`` hands a test's memory back as it goes: tests that met the same layers share
     one frozenset of them, and once one test is taken the pass folds no more lines (its
     slots are being handed back), nor is a test taken twice."""
