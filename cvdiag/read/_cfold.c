@@ -480,10 +480,6 @@ static int tids_grow(Folder *f) {
  * leave the old array free in the heap, as much again in resident memory (tens of MB on
  * a log of 30k tests). */
 static int slot_new(Folder *f, int ev) {
-    if (f->n_taken) {
-        PyErr_SetString(PyExc_RuntimeError, "this folder's tests were taken");
-        return -1;
-    }
     if (f->n_slots == f->cap_slots) {
         Py_ssize_t n_chunks = f->cap_slots / SLOT_CHUNK;
         if ((n_chunks & (n_chunks - 1)) == 0) { /* the table of chunks is full at each power of two */

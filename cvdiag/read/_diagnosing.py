@@ -140,8 +140,8 @@ def _read_detail(share: Share, rows: Iterable[dict[str, Any]], detail: Detail) -
     for buf, shift, lines in share.lines_at(places):
         for ls, le, read in lines:
             read.line(buf, ls - shift, le - shift)
-            left[read] -= 1
-            if not left[read]:  # finished as soon as it can be: what it held to sort them let go
+            n = left[read] = left[read] - 1
+            if not n:  # finished as soon as it can be: what it held to sort them let go
                 read.finish()
     return out
 

@@ -328,7 +328,7 @@ class Agg:
 
     def row(self, test_id: bytes) -> dict[str, Any]:
         terminal = self.terminal
-        first = self.first.decode()
+        first, last = self.first.decode(), self.last.decode()
         return {
             "test_id": test_id.decode("utf-8", "replace"),
             # a comma ends any broken UTF-8 sequence: joined, then decoded, is each decoded, then joined
@@ -336,8 +336,8 @@ class Agg:
             "layers": _layer_names(self.layers),
             "events": self.events,
             "first_ts": first,
-            "last_ts": self.last.decode(),
-            "duration_ms": round((bytes_seconds(self.last) - ts_seconds(first)) * 1000),
+            "last_ts": last,
+            "duration_ms": round((ts_seconds(last) - ts_seconds(first)) * 1000),
             "terminal": terminal,
             "status": "fail" if self.failed or terminal != "complete" else "ok",
         }
