@@ -284,6 +284,15 @@ _PLAIN_EVENT = envelope("backend.sse.event", test_id="w-1", ts="2026-11-21T10:00
 _BODY_EVENT = envelope(
     "backend.response.complete", test_id="w-1", ts="2026-11-21T10:00:02.000Z", metadata={"http_status": 200}
 )
+_LLM_EVENT = envelope(
+    "backend.llm.call.response",
+    test_id="w-1",
+    ts="2026-11-21T10:00:03.000Z",
+    outcome="ok",
+    duration_ms=1250,
+    metadata={"provider": "openai", "model": "gpt-4o-mini", "latency_ms": 1250, "output_chars": 42},
+)
+_EDGE_EVENT = {**_BODY_EVENT, "edge_headers": {**_BODY_EVENT["edge_headers"], "cf-ray": "8f1c2d3e4f5a6b7c-AMS"}}
 
 
 def _docker(text: str, *, ascii_only: bool = False, stream: str = "stdout") -> bytes:
@@ -308,9 +317,13 @@ _WRAPPED = [
     (_docker(_cv(_PLAIN_EVENT), stream="stderr"), True),
     (_docker("web-1  | " + _cv(_PLAIN_EVENT)), True),
     (_docker(_cv(_PLAIN_EVENT), ascii_only=True), True),
-    # a body to read, or something the general parser alone decides
-    (f"{_ESC}[2m{_cv(_BODY_EVENT)}{_ESC}[0m".encode(), False),
-    (_docker(_cv(_BODY_EVENT)), False),
+    # metadata to read: from the line, or from the record's text
+    (f"{_ESC}[2m{_cv(_BODY_EVENT)}{_ESC}[0m".encode(), True),
+    (_docker(_cv(_BODY_EVENT)), True),
+    (_docker(f"{_ESC}[2m{_cv(_LLM_EVENT)}{_ESC}[0m"), True),  # a report adds its duration up
+    # a body beyond the metadata, or something the general parser alone decides
+    (f"{_ESC}[2m{_cv(_EDGE_EVENT)}{_ESC}[0m".encode(), False),
+    (_docker(_cv(_EDGE_EVENT)), False),
     (f"{_ESC}[2m{_cv({**_PLAIN_EVENT, 'ts': '2026-11-21T10:00:01Z'})}{_ESC}[0m".encode(), False),
     (f"{_ESC}[2m{_cv({**_PLAIN_EVENT, 'mono_ns': 10**19})}{_ESC}[0m".encode(), False),
     (f"{_ESC}[2m{_cv({**_PLAIN_EVENT, 'metadata': {'x': 'ESC[0m'}}).replace('ESC', _ESC)}{_ESC}[0m".encode(), False),
@@ -345,6 +358,48 @@ def test_wrapped_lines_are_read_in_c_only_where_certain(monkeypatch: pytest.Monk
         _assert_same(compiled, python)
         assert compiled.parsed == (0 if in_c else python.parsed), line
         assert python.aggs or not in_c, line  # what C reads is an envelope
+
+
+def test_a_wrapped_llm_answer_of_a_test_past_the_budget_keeps_its_duration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test past the evidence budget has no metadata handler to call: a report still adds
+    its wrapped LLM answer's duration up, read from the whole body, the same both ways."""
+    first = _cv({**_PLAIN_EVENT, "test_id": "w-0", "trace_id": "w-0"}).encode()
+    for line in (f"{_ESC}[2m{_cv(_LLM_EVENT)}{_ESC}[0m".encode(), _docker(_cv(_LLM_EVENT))):
+        compiled, python = _fold_both(first + b"\n" + line + b"\n", monkeypatch, keep_lines=3, budget=1)
+        _assert_same(compiled, python)
+        assert compiled.deferred == {b"w-1"} and compiled.parsed == python.parsed == 1
+        assert compiled.kept is not None and compiled.kept[b"w-1"].llm_ms == 1250.0
+
+
+class _AccountingBodies(Evidence):
+    """Evidence that says an accounting line has a body to read (cvdiag's own says none)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def needs_body(boundary: str) -> bool:
+        return boundary.startswith("cvdiag.") or Evidence.needs_body(boundary)
+
+
+def test_a_wrapped_body_the_metadata_path_may_not_read_goes_to_the_general_parser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only the metadata of a wrapped line is read from the record's text: a body it may
+    not read that way (here an accounting line some evidence wants whole) is parsed by
+    the general parser, never read at offsets of a text the pass's buffer does not hold."""
+    dropped = envelope("cvdiag.metadata_dropped", test_id="w-1", ts="2026-11-21T10:00:04.000Z", metadata={"n": 1})
+    log = _docker(_cv(dropped)) + b"\n" + _docker(_cv(_BODY_EVENT)) + b"\n"
+    folds = []
+    for c in (fold._CFOLD, None):
+        with monkeypatch.context() as m:
+            m.setattr(fold, "_CFOLD", c)
+            folds.append(fold.Fold(_AccountingBodies))
+            assert (folds[-1]._c is not None) == (c is not None)
+            folds[-1].read([(log, "t.log", 0, len(log), 1, 0)], count=True)
+    compiled, python = folds
+    assert compiled.parsed == 1 and python.parsed == 2  # the accounting line alone
+    assert (compiled.tally.count, compiled.tally.first) == (python.tally.count, python.tally.first) == (0, None)
+    assert {t: a.row(t) for t, a in compiled.aggs.items()} == {t: a.row(t) for t, a in python.aggs.items()}
 
 
 _WRAP_PIECES = st.sampled_from(

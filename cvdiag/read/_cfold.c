@@ -1237,8 +1237,9 @@ static int metadata_only(Folder *f, Pass *p, const char *src, const Head *h, con
     return plain_shaped(f, src, h, le_json);
 }
 
-/* metadata(slot, boundary, key, outcome, start, end, duration_ms): Python folds what the
- * metadata object at src[start:end] says (Evidence.add_metadata), the head being folded here. */
+/* metadata(slot, boundary, key, outcome, metadata, duration_ms): Python folds what the
+ * metadata object's JSON (bytes, copied from src: a Docker record's text is no slice of
+ * the pass's buffer) says (Evidence.add_metadata), the head being folded here. */
 static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
                          Py_ssize_t slot, Py_ssize_t le_json) {
     PyObject *key = key_object(tf->key);
@@ -1253,8 +1254,9 @@ static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, con
         }
     }
     if (!duration) { Py_XDECREF(key); Py_XDECREF(outcome); return -1; }
-    PyObject *r = PyObject_CallFunction(p->metadata_cb, "nONNnnN", slot, b->str, key, outcome, h->end + f->middle_len,
-                                        le_json - f->end_len, duration);
+    Py_ssize_t md = h->end + f->middle_len;
+    PyObject *r = PyObject_CallFunction(p->metadata_cb, "nONNy#N", slot, b->str, key, outcome, src + md,
+                                        le_json - f->end_len - md, duration);
     Py_XDECREF(r);
     return r ? 0 : -1;
 }
@@ -1287,19 +1289,23 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
     const char *outcome = src + h->a[6];
     Name *b = name_of(f, bnd, h->n[2]);
     if (!b) return -1;
-    if (wrapped && ((s->ev && !b->plain) || (f->keep_lines && b->llm_response)))
-        return line_to_python(p, ls, le); /* a body to read: the general parser's */
+    if (wrapped && !s->ev && f->keep_lines && b->llm_response)
+        return line_to_python(p, ls, le); /* a deferred test's LLM time: read from the whole body */
     TsFacts tf; TsRef ref;
     if (ts_facts_of(f, ts, h->n[4], mono_offset_of_digits(src + h->a[5], h->n[5]), &tf) < 0) return -1;
     if (head_ts_ref(ts, h->n[4], &tf, &ref) < 0) return -1;
     int bad_ts = !tf.canonical_ok;
     int plain = 0;
-    if (s->ev && (plain = wrapped ? 1 : plain_line(f, src, h, b, le_json)) < 0) goto fail_ref;
+    if (s->ev && (plain = wrapped ? b->plain : plain_line(f, src, h, b, le_json)) < 0) goto fail_ref;
     int failed = outcome_failed(f, outcome, h->n[6]);
     PyObject *env = NULL;
     int slim = 0;
     /* a head-only boundary not in the plain layout was proven so just now: not again */
     if (s->ev && !plain && !b->plain && (slim = metadata_only(f, p, src, h, b, &tf, le_json)) < 0) goto fail_ref;
+    if (wrapped && s->ev && !plain && !slim) { /* a body beyond the metadata: the general parser's */
+        if (ref.kind == 2) Py_DECREF(ref.obj);
+        return line_to_python(p, ls, le);
+    }
     if (slim) {
         if (fold_metadata(f, p, src, h, b, &tf, slot, le_json) < 0) goto fail_ref;
         s = SLOT(f, slot); /* Python ran */

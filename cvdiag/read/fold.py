@@ -490,8 +490,8 @@ class Fold:
 
         keeps = self.kept is not None
 
-        def metadata(slot: int, boundary: str, key: int, outcome: str, a: int, b: int, duration_ms: Any) -> None:
-            evidences[slot].add_metadata(boundary, key, outcome, orjson.loads(buf[a:b]), duration_ms)
+        def metadata(slot: int, boundary: str, key: int, outcome: str, md: bytes, duration_ms: Any) -> None:
+            evidences[slot].add_metadata(boundary, key, outcome, orjson.loads(md), duration_ms)
             if keeps and boundary == _LLM_RESPONSE_TEXT:  # a report adds up the LLM time
                 self._add_llm_time(slot, finite_ms(duration_ms))
 
