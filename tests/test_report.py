@@ -388,23 +388,60 @@ def test_the_report_is_the_same_in_two_processes_and_in_many_passes(log: Path, t
     one, other = tmp_path / "one.html", tmp_path / "other.html"
     assert run("report", "-j", "1", log, "-o", one).code == 0
     assert run("report", "-j", "2", log, "-o", other, env=env).code == 0
+    assert _seen(one) == _seen(other)
+    assert len(_seen(one)[2]) == 3  # the failed and the flagged tests
 
-    def seen(page: Path) -> tuple[dict, list, list]:
-        """What the page shows: names in place of their numbers (each process numbers
-        the names of the events it encodes in its own order)."""
-        index, details = embedded(page.read_text())
-        del index["meta"]["generated"]
-        names = index.pop("strings")
-        rows = [dict(zip(index["meta"]["columns"], row, strict=True)) for row in index.pop("rows")]
-        for row in rows:
-            row["slug"], row["class"], row["terminal"] = (names[row[k]] for k in ("slug", "class", "terminal"))
-            row["layers"] = [names[x] for x in row["layers"]]
-        for d in details:
-            d["events"] = [[e[0], *(names[x] for x in e[1:4]), *e[4:]] for e in d["events"]]
-        return index, rows, details
 
-    assert seen(one) == seen(other)
-    assert len(seen(one)[2]) == 3  # the failed and the flagged tests
+def _seen(page: Path) -> tuple[dict, list, list]:
+    """What a page shows: names in place of their numbers (each process numbers the
+    names of the rows and events it makes in its own order)."""
+    index, details = embedded(page.read_text())
+    del index["meta"]["generated"]
+    names = index.pop("strings")
+    rows = [dict(zip(index["meta"]["columns"], row, strict=True)) for row in index.pop("rows")]
+    for row in rows:
+        row["slug"], row["class"], row["terminal"] = (names[row[k]] for k in ("slug", "class", "terminal"))
+        row["layers"] = [names[x] for x in row["layers"]]
+    for d in details:
+        d["events"] = [[e[0], *(names[x] for x in e[1:4]), *e[4:]] for e in d["events"]]
+    return index, rows, details
+
+
+def test_a_tests_events_travel_joined_unless_they_name_more_than_the_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test shown in detail whose events name only the seed's names (every boundary of
+    the catalogue) sends them as one bytes object, numbered alike in every process, even
+    once the process's table holds other names (slugs, classes). One whose events name
+    a boundary of their own is sent event by event, renumbered where its process's table
+    is not the page's; so is any test finished after the compiled reader met such a name
+    (its flag is the process's). Either way the page shows each name as logged."""
+    from cvdiag.read import correlate, split
+
+    first, second = aborted("t-seed"), aborted("t-custom", start=5.0)
+    second.insert(2, dict(second[1], boundary="backend.custom.step", span_id="00000000000000c5"))
+    log = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in (*happy("t-ok"), *first, *second)])
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(report_data, "_plain_events", lambda: None)
+        reader = report_data._Reader(report_data.Strings())
+        detail = correlate.Detail(100, reader=reader, keep=reader.keep)
+        rows = {
+            r["test_id"]: r
+            for r in correlate.scan_tests(resolve_sources([str(log)]), keep_json=True, detail=detail).rows
+        }
+        assert len(reader.strings) > len(report_data._SEED)  # slugs and classes met before the events are read
+        assert (rows["t-seed"]["_read"].joined, rows["t-custom"]["_read"].joined) == (True, False), compiled
+        assert len(rows["t-seed"]["_read"].events) == 1 and len(rows["t-custom"]["_read"].events) == len(second)
+    monkeypatch.undo()
+    ours = split.owner(0, 2)
+    assert ours(b"t-ok") != ours(b"t-custom")  # its process's table is not the page's: renumbered
+    one, other = tmp_path / "one.html", tmp_path / "other.html"
+    assert run("report", "-j", "1", log, "-o", one).code == 0
+    assert run("report", "-j", "2", log, "-o", other, env={"CVDIAG_PARALLEL_MIN_BYTES": "0"}).code == 0
+    assert _seen(one) == _seen(other)
+    shown = {d["diagnosis"]["test_id"]: [e[2] for e in d["events"]] for d in _seen(other)[2]}
+    assert shown["t-custom"].count("backend.custom.step") == 1 and "backend.sse.aborted" in shown["t-seed"]
 
 
 def _many_tests(path: Path, tests: int) -> Path:

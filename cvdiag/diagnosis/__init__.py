@@ -78,6 +78,14 @@ class Judgement:
         makes one for every test of a log."""
         return verdict_json(self.test_id, self.cls, self.finding.confidence, self.finding.reason, self._evidence(facts))
 
+    def fact(self, name: str) -> Any:
+        """One fact of the summary, None when it has none of that name: what a report's
+        index row shows of a test, without a verdict made for it."""
+        try:
+            return self._facts[name]
+        except KeyError:
+            return None
+
     def _evidence(self, facts: Iterable[str] | None) -> dict:
         if facts is None:
             return self._facts.whole()

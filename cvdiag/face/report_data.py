@@ -77,11 +77,12 @@ class _TestEvents:
     the process that diagnoses the test, and kept one bytes object each: a tuple of key
     and text costs three times as much, and a report holds thousands of tests' events.
     ``finish`` sorts them and leaves their JSON texts, joined in one when only the seed's
-    names are in them (``joined``: one object to send, none to renumber); ``strings``
-    numbers the names in them. A line in the emitter's plain layout is encoded in one
-    compiled call (``line``), the rest parsed and encoded here."""
+    names are in them (``joined``: one object to send, none to renumber, whatever other
+    names the process's rows met); ``strings`` numbers the names in them. A line in the
+    emitter's plain layout is encoded in one compiled call (``line``), the rest parsed and
+    encoded here (``add``, which notes a name past the seed in ``own_names``)."""
 
-    __slots__ = ("events", "joined", "more", "slug", "slug_utf8", "strings", "t0_ms")
+    __slots__ = ("events", "joined", "more", "own_names", "slug", "slug_utf8", "strings", "t0_ms")
 
     def __init__(self, row: Mapping[str, Any], strings: Strings) -> None:
         self.t0_ms = round(ts_seconds(row["first_ts"]) * 1000)
@@ -91,6 +92,7 @@ class _TestEvents:
         self.more = row["_kept"].more  # past MAX_EVENTS_PER_TEST: counted by the scan
         self.strings = strings  # one object for every test of a process: pickled once
         self.joined = False  # events joined in one, numbered by the seed alone
+        self.own_names = False  # an event encoded here numbered a name past the seed
 
     def line(self, buf: Any, ls: int, le: int) -> None:
         """The envelope on the line ``buf[ls:le]``: encoded in one compiled call when it is
@@ -109,9 +111,13 @@ class _TestEvents:
 
     def add(self, env: Mapping[str, Any]) -> None:
         try:
-            self.events.append(_encode(env, self.t0_ms, self.slug, self.strings))
+            event, top = _encode(env, self.t0_ms, self.slug, self.strings)
         except (ValueError, TypeError, OverflowError):  # an envelope the reader let through but cannot be drawn
             self.more += 1
+            return
+        self.events.append(event)
+        if top >= len(_SEED):
+            self.own_names = True
 
     def finish(self) -> None:
         """The events' JSON in time order, an envelope read twice (two sinks given) kept once."""
@@ -124,7 +130,8 @@ class _TestEvents:
             if key != previous:
                 out.append(event[cut:])
             previous = key
-        self.joined = len(self.strings) == len(_SEED)  # no other name met yet in this process
+        plain = _plain_events()  # its names are this process's compiled events'
+        self.joined = not self.own_names and not (plain is not None and plain.names_past_seed)
         self.events = [b",".join(out)] if self.joined and out else out
 
 
@@ -152,10 +159,16 @@ class _Reader:
         first ``ts`` in seconds) and the detail's place (here -1); the whole verdict is
         kept only for a test shown in detail."""
         strings = self.strings  # names by subscript: a dict lookup, a call only for a new one
-        diag = r.get("_diagnosis") or _NONE
-        facts = diag.get("evidence") or _NONE
+        diag = r.get("_diagnosis")
+        if diag is None or type(diag) is dict:  # the verdict as JSON: whole, or brief
+            diag = diag or _NONE
+            facts = diag.get("evidence") or _NONE
+            reason, confidence = diag.get("reason", ""), diag.get("confidence")
+            ttfb, open_s = facts.get("ttfb_ms"), facts.get("open_llm_call_s")
+        else:  # the judgement of a test shown by its index row only, asked what the row shows
+            reason, confidence = diag.finding.reason, diag.finding.confidence
+            ttfb, open_s = diag.fact("ttfb_ms"), diag.fact("open_llm_call_s")
         llm = r["_llm_ms"]
-        open_s = facts.get("open_llm_call_s")
         if open_s is not None and (open_s := finite_ms(open_s)) is not None:
             # dated from the end of the whole log: within this test it ran at most its duration
             llm = (llm or 0.0) + min(open_s * 1000, r["duration_ms"])
@@ -167,13 +180,13 @@ class _Reader:
             1 if r["status"] == "fail" else 0,
             strings[r["terminal"]],
             r["duration_ms"],
-            facts.get("ttfb_ms"),
+            ttfb,
             None if llm is None else round(llm),
             r["events"],
             [strings[x] for x in r["layers"]],
             ts_seconds(r["first_ts"]),
-            diag.get("reason", ""),
-            diag.get("confidence"),
+            reason,
+            confidence,
             -1,
         ]
         kept = {"test_id": r["test_id"], "first_ts": r["first_ts"], "_cells": cells, "_strings": strings}
@@ -254,13 +267,13 @@ def _plain_events() -> Any:
     if not fold.compiled():
         return None
     reader = fold.line_reader()
-    reader.set_event_format(_RULES, dumps)
+    reader.set_event_format(_RULES, dumps, len(_SEED))
     return reader
 
 
-def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> bytes:
+def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> tuple[bytes, int]:
     """One envelope as its sort key (``_sort_key``) then its compact JSON, from which the
-    page rebuilds the whole envelope."""
+    page rebuilds the whole envelope; and the largest number of a name in it."""
     ts = env["ts"]
     ts_s = ts_seconds(ts)
     ms = round(ts_s * 1000)
@@ -283,9 +296,9 @@ def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> 
         rest[key] = value
     if env.get("schema_version") != 1:
         rest["schema_version"] = env.get("schema_version")
-    row = [offset, strings(env["layer"]), strings(env["boundary"]), strings(env["outcome"]), env.get("duration_ms")]
-    row += [env.get("metadata", {}), rest or 0]
-    return _sort_key(env, ts) + dumps(row)  # a new object of its size: orjson's keeps the buffer it grew
+    names = strings(env["layer"]), strings(env["boundary"]), strings(env["outcome"])
+    row = [offset, *names, env.get("duration_ms"), env.get("metadata", {}), rest or 0]
+    return _sort_key(env, ts) + dumps(row), max(names)  # a new object of its size: orjson's keeps the buffer it grew
 
 
 def build(

@@ -190,6 +190,8 @@ struct Folder {
     char *event_room; Py_ssize_t event_room_cap; /* Folder.event writes its event here, kept for the next */
     char *event_rules; int event_span; /* set_event_format: one R_ code per head field; the span's field */
     PyObject *event_dumps;             /* set_event_format: writes metadata as a report's row does */
+    Py_ssize_t event_seed;             /* set_event_format: the names numbered alike in every table */
+    int event_past_seed;               /* an event numbered a name past them (names_past_seed) */
     int in_event; /* Folder.event is running: it calls Python, and another thread may call it meanwhile */
     /* state */
     NameTable names;
@@ -1609,7 +1611,10 @@ static int out_u64_be(Out *o, uint64_t v) {
  * else asked of it (called: a name it has not met). */
 static int out_name(Folder *f, Out *o, const char *p, Py_ssize_t n, PyObject *strings) {
     NumberedName *c = &f->numbered[fnv(p, n) % N_NUMBERED];
-    if (c->index == strings && c->len == n && memcmp(c->bytes, p, n) == 0) return out_int(o, c->number);
+    if (c->index == strings && c->len == n && memcmp(c->bytes, p, n) == 0) {
+        if (c->number >= f->event_seed) f->event_past_seed = 1;
+        return out_int(o, c->number);
+    }
     PyObject *name = PyUnicode_DecodeASCII(p, n, NULL);
     if (!name) return -1;
     PyObject *got = PyDict_GetItemWithError(strings, name);
@@ -1625,6 +1630,7 @@ static int out_name(Folder *f, Out *o, const char *p, Py_ssize_t n, PyObject *st
         Py_XSETREF(c->index, strings);
         memcpy(c->bytes, p, n); c->len = n; c->number = v;
     }
+    if (v >= f->event_seed) f->event_past_seed = 1;
     return out_int(o, v);
 }
 
@@ -1672,14 +1678,15 @@ static int event_json(Folder *f, const char *buf, Py_ssize_t ls, Py_ssize_t le, 
     return 0;
 }
 
-/* set_event_format(rules, dumps): how ``event`` writes a report's events, set once per
- * reader. ``rules`` holds one byte per head field (the R_ codes), one of them R_SPAN;
- * ``dumps`` writes metadata as the row's would be. */
+/* set_event_format(rules, dumps, seed): how ``event`` writes a report's events, set once
+ * per reader. ``rules`` holds one byte per head field (the R_ codes), one of them R_SPAN;
+ * ``dumps`` writes metadata as the row's would be; the first ``seed`` names of every
+ * table are numbered alike (names_past_seed). */
 static PyObject *Folder_set_event_format(Folder *f, PyObject *args) {
     const char *rules;
-    Py_ssize_t n;
+    Py_ssize_t n, seed;
     PyObject *dumps;
-    if (!PyArg_ParseTuple(args, "y#O", &rules, &n, &dumps)) return NULL;
+    if (!PyArg_ParseTuple(args, "y#On", &rules, &n, &dumps, &seed)) return NULL;
     if (f->in_event) { /* the event being written reads both */
         PyErr_SetString(PyExc_RuntimeError, "set_event_format while an event is written");
         return NULL;
@@ -1697,6 +1704,7 @@ static PyObject *Folder_set_event_format(Folder *f, PyObject *args) {
     PyMem_Free(f->event_rules);
     f->event_rules = copy;
     f->event_span = span;
+    f->event_seed = seed;
     Py_INCREF(dumps);
     Py_XSETREF(f->event_dumps, dumps);
     Py_RETURN_NONE;
@@ -2037,6 +2045,7 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *Folder_get_untracked(Folder *f, void *c) { return PyLong_FromLongLong(f->untracked); }
+static PyObject *Folder_get_names_past_seed(Folder *f, void *c) { return PyBool_FromLong(f->event_past_seed); }
 
 static PyMethodDef Folder_methods[] = {
     {"buffer", (PyCFunction)Folder_buffer, METH_VARARGS,
@@ -2044,7 +2053,7 @@ static PyMethodDef Folder_methods[] = {
     {"fold_env", (PyCFunction)Folder_fold_env, METH_VARARGS,
      "fold_env(env, block, ls, le) -> slot, -1 (nothing more) or -2 (ts is not a time)."},
     {"set_event_format", (PyCFunction)Folder_set_event_format, METH_VARARGS,
-     "set_event_format(rules, dumps): how event writes a report's events (one rule per head field)."},
+     "set_event_format(rules, dumps, seed): how event writes a report's events (one rule per head field)."},
     {"event", (PyCFunction)(void (*)(void))Folder_event, METH_FASTCALL,
      "event(buf, ls, le, t0_ms, slug, strings) -> a report's event of a plain line, or None."},
     {"take", (PyCFunction)Folder_take, METH_O, "take(slot) -> (agg, kept, head) of one test, its memory handed back."},
@@ -2054,6 +2063,9 @@ static PyMethodDef Folder_methods[] = {
 
 static PyGetSetDef Folder_getset[] = {
     {"untracked", (getter)Folder_get_untracked, NULL, "envelopes of tests past max_tests", NULL},
+    {"names_past_seed", (getter)Folder_get_names_past_seed, NULL,
+     "whether an event written so far numbered a name past the first seed names of its table (numbered alike in "
+     "every table until one does)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -147,8 +147,11 @@ def _read_detail(share: Share, rows: Iterable[dict[str, Any]], detail: Detail) -
 
 
 class _Judge:
-    """Each test's class, or its verdict as JSON (brief for a test ``detail`` does not
-    show, given its row's status)."""
+    """Each test's class, or its verdict as JSON: brief (``detail.facts``) for a test
+    ``detail`` does not show (given its row's status); or, when ``detail.keep`` makes
+    what is kept of the row there and then, that test's ``Judgement``, asked for what its
+    row shows and let go with it (a judgement holds the test's evidence: one kept until
+    the rows are made is brief JSON)."""
 
     def __init__(self, task: Diagnosing, log_end: float | None) -> None:
         from cvdiag.diagnosis import Thresholds, judge
@@ -156,15 +159,14 @@ class _Judge:
         self._judge, self.thresholds, self.log_end = judge, Thresholds(slow_s=task.slow_s), log_end
         self.keep_json, self.detail = task.keep_json, task.detail
 
-    def __call__(self, ev: Any, status: str | None) -> Any:
+    def __call__(self, ev: Any, status: str | None, *, kept: bool = False) -> Any:
         judged = self._judge(ev, self.thresholds, log_end=self.log_end)
         if not self.keep_json:
             return judged.cls
-        facts = None  # the whole summary, unless the report shows the test by its index row only
         detail = self.detail
         if detail is not None and status is not None and not detail.wants(ev.test_id, status, judged.cls):
-            facts = detail.facts
-        return judged.to_json(facts)
+            return judged if detail.keep is not None and not kept else judged.to_json(detail.facts)
+        return judged.to_json()
 
     def every(self, evidence: dict[bytes, Any], aggs: dict[bytes, Any]) -> dict[bytes, Any]:
         """The verdict of each test of ``evidence``, let go as it is judged."""
@@ -172,5 +174,5 @@ class _Judge:
         while evidence:
             tid, ev = evidence.popitem()
             agg = aggs.get(tid)
-            out[tid] = self(ev, agg.status if agg is not None else None)
+            out[tid] = self(ev, agg.status if agg is not None else None, kept=True)
         return out

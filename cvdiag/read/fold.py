@@ -787,7 +787,8 @@ def rows_of(
 ) -> Iterator[dict[str, Any]]:
     """Rows of the tests that have more than accounting envelopes, in ``aggs``' order,
     with their class if ``verdict`` is given (it is asked for each test's, given the test
-    id and its row: a class, or the verdict as JSON, then kept whole in ``_diagnosis``),
+    id and its row: a class, or the verdict, as JSON or a judgement with its ``cls``, then
+    kept whole in ``_diagnosis``),
     and what ``kept`` holds of them under ``_kept``. Made one at a time, each test's
     aggregate and kept facts let go as its row is made: whoever takes the rows one by one
     never holds them beside every aggregate."""
@@ -799,9 +800,10 @@ def rows_of(
         row = agg.row(tid)
         if verdict is not None:
             v = verdict(tid, row)
-            row["class"] = v["class"] if isinstance(v, dict) else v
-            if isinstance(v, dict):
-                row["_diagnosis"] = v
+            if type(v) is str:
+                row["class"] = v
+            else:
+                row["class"], row["_diagnosis"] = v["class"] if type(v) is dict else v.cls, v
         if kept is not None:
             row["_kept"] = held or Kept()
         yield row
