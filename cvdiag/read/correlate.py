@@ -10,6 +10,7 @@ log, so memory depends on the number of tests, not on the size of the input.
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Callable
 from typing import Any
@@ -48,6 +49,9 @@ class TestScan:
 def default_jobs() -> int:
     """Worker processes unless told otherwise: the CPUs, two at most."""
     return max(1, min(2, os.cpu_count() or 1))
+
+
+_FIRST_SEEN = operator.itemgetter("first_ts", "test_id")  # a row's place in the table
 
 
 def scan_tests(
@@ -89,7 +93,7 @@ def scan_tests(
         rows = [r for part_rows, _, _ in results for r in part_rows]
     else:
         rows = list(fold.rows_of(fold.merged_aggs((part_aggs for part_aggs, _, _ in results), tally)))
-    rows.sort(key=lambda r: (r["first_ts"], r["test_id"]))  # canonical timestamps sort as text
+    rows.sort(key=_FIRST_SEEN)  # canonical timestamps sort as text
     return TestScan(rows, tally, log_end)
 
 

@@ -176,6 +176,12 @@ def reuse_block_memory() -> bool:
     return CFOLD is not None and CFOLD.reuse_block_memory()
 
 
+def own_process() -> bool:
+    """Whether ``reuse_block_memory`` made this process cvdiag's (the CLI's): only then may
+    a pass change how the process allocates or collects."""
+    return _OWN_PROCESS
+
+
 def release_free_memory() -> None:
     """Hands the heap's free pages back to the system after a big pass (tens of MB that the
     RSS would keep), in a process that ``reuse_block_memory`` made cvdiag's; else nothing."""

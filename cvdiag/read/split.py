@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from cvdiag.read import scan
-from cvdiag.read.sources import Source, is_gzip
+from cvdiag.read.sources import Source, is_gzip, own_process
 
 # Below this much input a second process costs more than it saves.
 PARALLEL_MIN_BYTES = int(os.environ.get("CVDIAG_PARALLEL_MIN_BYTES", 64 << 20))
@@ -79,13 +79,17 @@ def run_parts(work: Callable[[Any], _Result], shares: Iterable[Any], jobs: int) 
 def _collector_paused() -> Iterator[None]:
     """The cyclic collector off while the workers' results are unpickled (after the fork,
     so the workers keep theirs): they are acyclic rows, and the full collections their
-    many objects set off doubled the time to take them in."""
+    many objects set off doubled the time to take them in. In the CLI's own process they
+    are then frozen (``gc.freeze``): they live until the command ends, and the young
+    collections would each walk them once more (a report's hundreds of thousands)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
+            if own_process():
+                gc.freeze()
             gc.enable()
 
 
