@@ -60,12 +60,16 @@ enum { K_LITERAL = 0, K_CAPTURE_STR = 1, K_STR = 2, K_NULL_OR_STR = 3, K_CAPTURE
 #define LAYER_OTHER 2
 #define LAYER_PROBE 3
 
+#define NAME_ROOM 32 /* a field's name compared in two 16-byte loads when it is no longer */
+
 typedef struct {
     char *name; /* the key with its quotes and colon: "name": */
     Py_ssize_t name_len;
     int kind;
     char *literal;
     Py_ssize_t literal_len;
+    char padded[NAME_ROOM]; /* the name, zero-padded: compared 16 bytes at a time */
+    uint32_t need;          /* its bytes' bits in the comparison's mask (0: longer than NAME_ROOM) */
 } Field;
 
 typedef struct {
@@ -784,6 +788,21 @@ static int match_int(const char *buf, Py_ssize_t *i, Py_ssize_t le, Head *h) {
     return 1;
 }
 
+/* Whether buf[i:le] starts with the field's name: with SSE2, in two 16-byte comparisons
+ * rather than a call of memcmp per field (16 a head), where the line has the room. */
+static ALWAYS_INLINE int starts_name(const char *buf, Py_ssize_t i, Py_ssize_t le, const Field *fd) {
+#ifdef __SSE2__
+    if (fd->need && i >= 0 && i + NAME_ROOM <= le) {
+        __m128i lo = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(buf + i)), _mm_loadu_si128((const __m128i *)fd->padded));
+        __m128i hi = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(buf + i + 16)),
+                                    _mm_loadu_si128((const __m128i *)(fd->padded + 16)));
+        uint32_t eq = (uint32_t)_mm_movemask_epi8(lo) | (uint32_t)_mm_movemask_epi8(hi) << 16;
+        return (eq & fd->need) == fd->need;
+    }
+#endif
+    return starts(buf, i, le, fd->name, fd->name_len);
+}
+
 /* Whether buf[pos:le] starts with the canonical head, its captures (and, with ``spans``,
  * every field's value) noted in h. Inlined twice, so the pass pays nothing for spans. */
 static ALWAYS_INLINE int match_head_spans(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le, Head *h, int spans) {
@@ -792,12 +811,13 @@ static ALWAYS_INLINE int match_head_spans(Folder *f, const char *buf, Py_ssize_t
     h->long_int = 0; h->num_a = h->num_n = 0; h->high = 0;
     for (int k = 0; k < f->n_fields; k++) {
         Field *fd = &f->fields[k];
-        if (!starts(buf, i, le, fd->name, fd->name_len)) return 0;
+        if (!starts_name(buf, i, le, fd)) return 0;
         i += fd->name_len;
         if (spans) h->va[k] = i;
         switch (fd->kind) {
-        case K_LITERAL:
-            if (!starts(buf, i, le, fd->literal, fd->literal_len)) return 0;
+        case K_LITERAL: /* one byte in the emitter's layout ("1", "{"): no call for it */
+            if (fd->literal_len == 1 ? i >= le || buf[i] != fd->literal[0] : !starts(buf, i, le, fd->literal, fd->literal_len))
+                return 0;
             i += fd->literal_len;
             break;
         case K_CAPTURE_STR: {
@@ -2008,6 +2028,12 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
         Field *fd = &f->fields[f->n_fields++];
         fd->kind = kind;
         if (take(name, &fd->name, &fd->name_len) < 0 || take(lit, &fd->literal, &fd->literal_len) < 0) return -1;
+        memset(fd->padded, 0, NAME_ROOM);
+        fd->need = 0;
+        if (fd->name_len > 0 && fd->name_len <= NAME_ROOM) {
+            memcpy(fd->padded, fd->name, fd->name_len);
+            fd->need = fd->name_len == 32 ? 0xffffffffu : (1u << fd->name_len) - 1;
+        }
     }
     if (take(head, &f->head, &f->head_len) < 0 || take(prefix, &f->prefix, &f->prefix_len) < 0 ||
         take(jprefix, &f->jprefix, &f->jprefix_len) < 0 || take(middle, &f->middle, &f->middle_len) < 0 ||
