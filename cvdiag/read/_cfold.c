@@ -1191,6 +1191,26 @@ static Py_ssize_t docker_text(Folder *f, const char *buf, Py_ssize_t ls, Py_ssiz
     char *out = f->scratch;
     Py_ssize_t n = 0, i = ls + 8;
     while (i < le) {
+#ifdef __SSE2__
+        /* plain ASCII text 16 bytes at a time, up to the next quote, backslash, control byte or
+         * byte past 0x7f (out has room: it is as long as the record, and n stays below i - ls) */
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+        while (i + 16 <= le) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(buf + i));
+            /* a signed compare: bytes past 0x7f are negative, so below 0x20 with the controls */
+            __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                        _mm_cmplt_epi8(v, space));
+            unsigned m = (unsigned)_mm_movemask_epi8(stop);
+            _mm_storeu_si128((__m128i *)(out + n), v); /* all 16 copied, the bytes before a stop kept */
+            if (m) {
+                unsigned k = (unsigned)__builtin_ctz(m);
+                n += k; i += k;
+                break;
+            }
+            n += 16; i += 16;
+        }
+        if (i >= le) break;
+#endif
         unsigned char c = (unsigned char)buf[i];
         if (c == '"') break;
         if (c < 0x20 || c >= 0x80) return 0;
