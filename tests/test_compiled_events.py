@@ -52,7 +52,7 @@ def _both(line: bytes, t0_ms: int, slug: str, strings: report_data.Strings) -> t
     python = None
     if kind == ENVELOPE:
         try:
-            python = report_data._encode(env, t0_ms, slug, strings)[0]
+            python = report_data._encode(env, t0_ms, slug, strings)
         except (ValueError, TypeError, OverflowError):  # an envelope the page cannot draw: _TestEvents counts it
             python = None
     return compiled, python, own.table
@@ -261,23 +261,29 @@ def test_a_call_made_while_one_runs_is_left_to_the_general_parser() -> None:
     assert outer == report_data._plain_events().event(line, 0, len(line), 0, b"s1", strings)
 
 
-def test_the_reader_says_once_an_event_numbered_a_name_past_the_seed() -> None:
-    """Names up to the seed are numbered alike in every table; a reader says whether an
-    event it wrote numbered one past them, against the seed it was told when it wrote it,
-    also for a name it had numbered before (remembered, not looked up again)."""
+def test_a_table_is_told_once_an_event_numbers_a_name_past_the_seed() -> None:
+    """Names up to the seed are numbered alike in every table; the compiled reader tells
+    the table an event named one past them, against the seed it was told when it wrote
+    the event, also for a name it had numbered before (remembered, not looked up again);
+    so does the Python path."""
     seeded = _variants()[0]
     custom = seeded.replace(b'"boundary":"backend.llm.call.response"', b'"boundary":"backend.custom.step"')
     strings = report_data.Strings()
     reader = fold.line_reader()
     reader.set_event_format(report_data._RULES, dumps, len(report_data._SEED))
     assert reader.event(seeded, 0, len(seeded), 0, b"s1", strings) is not None
-    assert strings.table == list(report_data._SEED) and not reader.names_past_seed
+    assert strings.table == list(report_data._SEED) and not strings.events_past_seed
     reader.set_event_format(report_data._RULES, dumps, len(strings) + 1)  # the custom name, one short of the seed
     assert reader.event(custom, 0, len(custom), 0, b"s1", strings) is not None
-    assert len(strings) == len(report_data._SEED) + 1 and not reader.names_past_seed
+    assert len(strings) == len(report_data._SEED) + 1 and not strings.events_past_seed
     reader.set_event_format(report_data._RULES, dumps, len(report_data._SEED))
     assert reader.event(custom, 0, len(custom), 0, b"s1", strings) is not None
-    assert reader.names_past_seed
+    assert strings.events_past_seed
+    python = report_data.Strings()
+    for line, past in ((seeded, False), (custom, True)):
+        _, env, _ = parse_span(line, 0, len(line))
+        report_data._encode(env, 0, "s1", python)
+        assert python.events_past_seed is past
 
 
 def test_the_reader_writes_events_only_once_told_how() -> None:

@@ -986,7 +986,7 @@ def test_the_tests_taken_from_a_compiled_pass_share_their_layers_and_end_it() ->
     with pytest.raises(IndexError, match="already taken"):
         c.take(0)
     with pytest.raises(RuntimeError, match="tests were taken"):
-        c.buffer(log, 0, len(log), 0, print, print, print, print)
+        c.buffer(log, 0, len(log), 0, print, print, print, print, [])
 
 
 _NAME = st.binary(max_size=6) | st.sampled_from([b"backend", b"probe", b"aimock", b"harness", b"\xc3", b"\xa9"])

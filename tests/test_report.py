@@ -414,8 +414,8 @@ def test_a_tests_events_travel_joined_unless_they_name_more_than_the_seed(
     the catalogue) sends them as one bytes object, numbered alike in every process, even
     once the process's table holds other names (slugs, classes). One whose events name
     a boundary of their own is sent event by event, renumbered where its process's table
-    is not the page's; so is any test finished after the compiled reader met such a name
-    (its flag is the process's). Either way the page shows each name as logged."""
+    is not the page's; so is any test finished after such a name was numbered in the
+    table. Either way the page shows each name as logged."""
     from cvdiag.read import correlate, split
 
     first, second = aborted("t-seed"), aborted("t-custom", start=5.0)

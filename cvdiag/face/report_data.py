@@ -52,12 +52,16 @@ _SEED: tuple[str, ...] = tuple(dict.fromkeys((*LAYERS, *OUTCOMES, *CATALOG)))
 class Strings(dict[str, int]):
     """A table of the names that repeat across rows and events (boundaries, slugs,
     classes), numbered in the order met, starting with ``_SEED``: ``strings[name]`` is a
-    name's number (a name not met yet gets the next), ``strings(value)`` any value's as text."""
+    name's number (a name not met yet gets the next), ``strings(value)`` any value's as text.
+    ``events_past_seed``: an event was numbered here with a name past the seed (the
+    compiled reader and ``_encode`` say so); until then every event numbered here is
+    numbered alike in every table, whatever other names rows brought."""
 
-    __slots__ = ()
+    __slots__ = ("events_past_seed",)
 
     def __init__(self) -> None:
         super().__init__((name, i) for i, name in enumerate(_SEED))
+        self.events_past_seed = False
 
     def __missing__(self, name: str) -> int:
         number = self[name] = len(self)
@@ -76,13 +80,13 @@ class _TestEvents:
     """The events of one test shown in detail, encoded (``_encode``) as they are read, in
     the process that diagnoses the test, and kept one bytes object each: a tuple of key
     and text costs three times as much, and a report holds thousands of tests' events.
-    ``finish`` sorts them and leaves their JSON texts, joined in one when only the seed's
-    names are in them (``joined``: one object to send, none to renumber, whatever other
-    names the process's rows met); ``strings`` numbers the names in them. A line in the
-    emitter's plain layout is encoded in one compiled call (``line``), the rest parsed and
-    encoded here (``add``, which notes a name past the seed in ``own_names``)."""
+    ``finish`` sorts them and leaves their JSON texts, joined in one while no event of the
+    process named more than the seed's names (``joined``: one object to send, none to
+    renumber, whatever other names the process's rows met); ``strings`` numbers the names
+    in them. A line in the emitter's plain layout is encoded in one compiled call
+    (``line``), the rest parsed and encoded here."""
 
-    __slots__ = ("events", "joined", "more", "own_names", "slug", "slug_utf8", "strings", "t0_ms")
+    __slots__ = ("events", "joined", "more", "slug", "slug_utf8", "strings", "t0_ms")
 
     def __init__(self, row: Mapping[str, Any], strings: Strings) -> None:
         self.t0_ms = round(ts_seconds(row["first_ts"]) * 1000)
@@ -92,7 +96,6 @@ class _TestEvents:
         self.more = row["_kept"].more  # past MAX_EVENTS_PER_TEST: counted by the scan
         self.strings = strings  # one object for every test of a process: pickled once
         self.joined = False  # events joined in one, numbered by the seed alone
-        self.own_names = False  # an event encoded here numbered a name past the seed
 
     def line(self, buf: Any, ls: int, le: int) -> None:
         """The envelope on the line ``buf[ls:le]``: encoded in one compiled call when it is
@@ -111,13 +114,9 @@ class _TestEvents:
 
     def add(self, env: Mapping[str, Any]) -> None:
         try:
-            event, top = _encode(env, self.t0_ms, self.slug, self.strings)
+            self.events.append(_encode(env, self.t0_ms, self.slug, self.strings))
         except (ValueError, TypeError, OverflowError):  # an envelope the reader let through but cannot be drawn
             self.more += 1
-            return
-        self.events.append(event)
-        if top >= len(_SEED):
-            self.own_names = True
 
     def finish(self) -> None:
         """The events' JSON in time order, an envelope read twice (two sinks given) kept once."""
@@ -130,8 +129,7 @@ class _TestEvents:
             if key != previous:
                 out.append(event[cut:])
             previous = key
-        plain = _plain_events()  # its names are this process's compiled events'
-        self.joined = not self.own_names and not (plain is not None and plain.names_past_seed)
+        self.joined = not self.strings.events_past_seed
         self.events = [b",".join(out)] if self.joined and out else out
 
 
@@ -271,9 +269,9 @@ def _plain_events() -> Any:
     return reader
 
 
-def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> tuple[bytes, int]:
+def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> bytes:
     """One envelope as its sort key (``_sort_key``) then its compact JSON, from which the
-    page rebuilds the whole envelope; and the largest number of a name in it."""
+    page rebuilds the whole envelope; ``strings`` told when it names more than the seed."""
     ts = env["ts"]
     ts_s = ts_seconds(ts)
     ms = round(ts_s * 1000)
@@ -297,8 +295,10 @@ def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> 
     if env.get("schema_version") != 1:
         rest["schema_version"] = env.get("schema_version")
     names = strings(env["layer"]), strings(env["boundary"]), strings(env["outcome"])
+    if max(names) >= len(_SEED):
+        strings.events_past_seed = True
     row = [offset, *names, env.get("duration_ms"), env.get("metadata", {}), rest or 0]
-    return _sort_key(env, ts) + dumps(row), max(names)  # a new object of its size: orjson's keeps the buffer it grew
+    return _sort_key(env, ts) + dumps(row)  # a new object of its size: orjson's keeps the buffer it grew
 
 
 def build(

@@ -195,7 +195,7 @@ struct Folder {
     char *event_rules; int event_span; /* set_event_format: one R_ code per head field; the span's field */
     PyObject *event_dumps;             /* set_event_format: writes metadata as a report's row does */
     Py_ssize_t event_seed;             /* set_event_format: the names numbered alike in every table */
-    int event_past_seed;               /* an event numbered a name past them (names_past_seed) */
+    PyObject *k_past_seed;             /* what a table is told once an event numbers a name past them */
     int in_event; /* Folder.event is running: it calls Python, and another thread may call it meanwhile */
     /* state */
     NameTable names;
@@ -206,7 +206,7 @@ struct Folder {
     int64_t untracked;
     /* the seconds met: YYYY-MM-DDTHH:MM:SS -> epoch seconds, a small direct cache */
     char sec_bytes[19]; int64_t sec_value; int sec_valid;
-    PyObject *k_boundary, *k_layer, *k_outcome, *k_ts, *k_mono, *k_slug, *k_test_id;
+    PyObject *k_boundary, *k_layer, *k_outcome, *k_ts, *k_mono, *k_slug, *k_test_id, *k_add_metadata;
 };
 
 #define SLOT_CHUNK 1024
@@ -1259,7 +1259,7 @@ typedef struct {
     const char *buf;
     Py_ssize_t len, start;
     long long block;
-    PyObject *line_cb, *body_cb, *metadata_cb, *malformed_cb;
+    PyObject *line_cb, *body_cb, *metadata_cb, *malformed_cb, *evidences;
 } Pass;
 
 /* Python reads the line buf[ls:le] (fold.Fold._line, or count's line). */
@@ -1279,9 +1279,12 @@ static int metadata_only(Folder *f, Pass *p, const char *src, const Head *h, con
     return plain_shaped(f, src, h, le_json);
 }
 
-/* metadata(slot, boundary, key, outcome, metadata, duration_ms): Python folds what the
- * metadata object's JSON (bytes, copied from src: a Docker record's text is no slice of
- * the pass's buffer) says (Evidence.add_metadata), the head being folded here. */
+/* The slot's evidence folds what the metadata object at src[md:md_end] says, the head
+ * being folded here: Evidence.add_metadata(boundary, key, outcome, metadata, duration_ms)
+ * called on evidences[slot] (``evidences``, the pass's list), the JSON read by ``loads``
+ * where it is (a Docker record's text is no slice of the pass's buffer). A report's LLM
+ * answer goes through the pass's metadata(slot, boundary, key, outcome, JSON bytes,
+ * duration_ms) instead, which adds its duration up too. */
 static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
                          Py_ssize_t slot, Py_ssize_t le_json) {
     PyObject *key = key_object(tf->key);
@@ -1296,9 +1299,23 @@ static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, con
         }
     }
     if (!duration) { Py_XDECREF(key); Py_XDECREF(outcome); return -1; }
-    Py_ssize_t md = h->end + f->middle_len;
-    PyObject *r = PyObject_CallFunction(p->metadata_cb, "nONNy#N", slot, b->str, key, outcome, src + md,
-                                        le_json - f->end_len - md, duration);
+    Py_ssize_t md = h->end + f->middle_len, md_n = le_json - f->end_len - md;
+    if (f->keep_lines && b->llm_response) {
+        PyObject *r = PyObject_CallFunction(p->metadata_cb, "nONNy#N", slot, b->str, key, outcome, src + md, md_n,
+                                            duration);
+        Py_XDECREF(r);
+        return r ? 0 : -1;
+    }
+    PyObject *ev = PyList_Check(p->evidences) ? PyList_GetItem(p->evidences, slot) : NULL; /* borrowed */
+    PyObject *view = ev ? PyMemoryView_FromMemory((char *)src + md, md_n, PyBUF_READ) : NULL;
+    PyObject *obj = view ? PyObject_CallOneArg(f->loads, view) : NULL;
+    PyObject *r = NULL;
+    if (obj) {
+        PyObject *call[] = {ev, b->str, key, outcome, obj, duration};
+        r = PyObject_VectorcallMethod(f->k_add_metadata, call, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+    if (!ev && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "evidences is the pass's list of the slots' evidence");
+    Py_XDECREF(view); Py_XDECREF(obj); Py_DECREF(key); Py_DECREF(outcome); Py_DECREF(duration);
     Py_XDECREF(r);
     return r ? 0 : -1;
 }
@@ -1440,8 +1457,8 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
     Pass p;
-    if (!PyArg_ParseTuple(args, "y*nnLOOOO", &view, &start, &end, &p.block, &p.line_cb, &p.body_cb, &p.metadata_cb,
-                          &p.malformed_cb))
+    if (!PyArg_ParseTuple(args, "y*nnLOOOOO", &view, &start, &end, &p.block, &p.line_cb, &p.body_cb, &p.metadata_cb,
+                          &p.malformed_cb, &p.evidences))
         return NULL;
     if (f->loads == NULL || f->n_taken) {
         PyBuffer_Release(&view);
@@ -1646,15 +1663,17 @@ static int out_u64_be(Out *o, uint64_t v) {
     return out_put(o, b, 8);
 }
 
+/* ``strings`` told that an event numbered a name past the seed (its events_past_seed):
+ * until then, every event numbered in it is numbered alike in every table. */
+static int past_seed(Folder *f, PyObject *strings) { return PyObject_SetAttr(strings, f->k_past_seed, Py_True); }
+
 /* The number ``strings`` gives the name p[:n] (ASCII): remembered per name for the
  * table it came from (a table never renumbers a name), else looked up in it (a dict),
  * else asked of it (called: a name it has not met). */
 static int out_name(Folder *f, Out *o, const char *p, Py_ssize_t n, PyObject *strings) {
     NumberedName *c = &f->numbered[fnv(p, n) % N_NUMBERED];
-    if (c->index == strings && c->len == n && memcmp(c->bytes, p, n) == 0) {
-        if (c->number >= f->event_seed) f->event_past_seed = 1;
-        return out_int(o, c->number);
-    }
+    if (c->index == strings && c->len == n && memcmp(c->bytes, p, n) == 0)
+        return c->number >= f->event_seed && past_seed(f, strings) < 0 ? -1 : out_int(o, c->number);
     PyObject *name = PyUnicode_DecodeASCII(p, n, NULL);
     if (!name) return -1;
     PyObject *got = PyDict_GetItemWithError(strings, name);
@@ -1670,8 +1689,7 @@ static int out_name(Folder *f, Out *o, const char *p, Py_ssize_t n, PyObject *st
         Py_XSETREF(c->index, strings);
         memcpy(c->bytes, p, n); c->len = n; c->number = v;
     }
-    if (v >= f->event_seed) f->event_past_seed = 1;
-    return out_int(o, v);
+    return v >= f->event_seed && past_seed(f, strings) < 0 ? -1 : out_int(o, v);
 }
 
 /* What each head field is to the event's "rest" (report_data._UNSAID): */
@@ -1721,7 +1739,7 @@ static int event_json(Folder *f, const char *buf, Py_ssize_t ls, Py_ssize_t le, 
 /* set_event_format(rules, dumps, seed): how ``event`` writes a report's events, set once
  * per reader. ``rules`` holds one byte per head field (the R_ codes), one of them R_SPAN;
  * ``dumps`` writes metadata as the row's would be; the first ``seed`` names of every
- * table are numbered alike (names_past_seed). */
+ * table are numbered alike (a table told otherwise: past_seed). */
 static PyObject *Folder_set_event_format(Folder *f, PyObject *args) {
     const char *rules;
     Py_ssize_t n, seed;
@@ -1755,8 +1773,9 @@ static PyObject *Folder_set_event_format(Folder *f, PyObject *args) {
  * report_data._encode of the envelope on the line buf[ls:le], when the general parser
  * certainly reads it as this head (event_json), in the plain layout, with an emitter ts:
  * its sort key then its row, written as set_event_format says. Names are numbered by
- * ``strings``: a dict, called for a name not in it yet; the metadata is read by
- * ``loads``. None: the general parser's to read. */
+ * ``strings``: a dict, called for a name not in it yet, its events_past_seed set True
+ * once an event names one past the seed; the metadata is read by ``loads``. None: the
+ * general parser's to read. */
 static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6 || !PyBytes_Check(args[4]) || !PyDict_Check(args[5])) {
         PyErr_SetString(PyExc_TypeError, "event(buf, ls, le, t0_ms, slug: bytes, strings: dict)");
@@ -2006,7 +2025,8 @@ static void Folder_dealloc(Folder *f) {
                      f->accounting, f->llm_response, f->scratch, f->event_room, f->event_rules};
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) PyMem_Free(owned[i]);
     Py_XDECREF(f->k_boundary); Py_XDECREF(f->k_layer); Py_XDECREF(f->k_outcome); Py_XDECREF(f->k_ts);
-    Py_XDECREF(f->k_mono); Py_XDECREF(f->k_slug); Py_XDECREF(f->k_test_id);
+    Py_XDECREF(f->k_mono); Py_XDECREF(f->k_slug); Py_XDECREF(f->k_test_id); Py_XDECREF(f->k_add_metadata);
+    Py_XDECREF(f->k_past_seed);
     names_clear(&f->names);
     names_clear(&f->triples);
     for (Py_ssize_t i = 0; i < f->tids_cap; i++) PyMem_Free(f->tids[i].bytes);
@@ -2085,13 +2105,14 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
     if (!(f->k_boundary = PyUnicode_InternFromString("boundary")) || !(f->k_layer = PyUnicode_InternFromString("layer")) ||
         !(f->k_outcome = PyUnicode_InternFromString("outcome")) || !(f->k_ts = PyUnicode_InternFromString("ts")) ||
         !(f->k_mono = PyUnicode_InternFromString("mono_ns")) || !(f->k_slug = PyUnicode_InternFromString("slug")) ||
-        !(f->k_test_id = PyUnicode_InternFromString("test_id")))
+        !(f->k_test_id = PyUnicode_InternFromString("test_id")) ||
+        !(f->k_add_metadata = PyUnicode_InternFromString("add_metadata")) ||
+        !(f->k_past_seed = PyUnicode_InternFromString("events_past_seed")))
         return -1;
     return 0;
 }
 
 static PyObject *Folder_get_untracked(Folder *f, void *c) { return PyLong_FromLongLong(f->untracked); }
-static PyObject *Folder_get_names_past_seed(Folder *f, void *c) { return PyBool_FromLong(f->event_past_seed); }
 
 static PyMethodDef Folder_methods[] = {
     {"buffer", (PyCFunction)Folder_buffer, METH_VARARGS,
@@ -2109,9 +2130,6 @@ static PyMethodDef Folder_methods[] = {
 
 static PyGetSetDef Folder_getset[] = {
     {"untracked", (getter)Folder_get_untracked, NULL, "envelopes of tests past max_tests", NULL},
-    {"names_past_seed", (getter)Folder_get_names_past_seed, NULL,
-     "whether an event written so far numbered a name past the first seed names of its table (numbered alike in "
-     "every table until one does)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -148,7 +148,7 @@ class _Counting:
                 tally.seen(value, lambda: f"{name}:{counter.at(ls)}")
                 consume(value)
 
-        self.folder.buffer(buf, 0, len(buf), 0, line, None, None, None)
+        self.folder.buffer(buf, 0, len(buf), 0, line, None, None, None, None)
 
     def finish(self) -> None:
         if self.stats is None:

@@ -488,17 +488,16 @@ class Fold:
             evidences[slot].add_body(env)
             return env
 
-        keeps = self.kept is not None
-
         def metadata(slot: int, boundary: str, key: int, outcome: str, md: bytes, duration_ms: Any) -> None:
+            """A report's LLM answer (the compiled fold hands any other metadata to the
+            evidence itself): its metadata folded, and its duration added up."""
             evidences[slot].add_metadata(boundary, key, outcome, orjson.loads(md), duration_ms)
-            if keeps and boundary == _LLM_RESPONSE_TEXT:  # a report adds up the LLM time
-                self._add_llm_time(slot, finite_ms(duration_ms))
+            self._add_llm_time(slot, finite_ms(duration_ms))
 
         def malformed(ms: int) -> None:
             self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
 
-        self._c.buffer(buf, start, end, block, line, body, metadata, malformed)
+        self._c.buffer(buf, start, end, block, line, body, metadata, malformed, evidences)
 
     def _plain(self, boundary: bytes) -> bool:
         plain = self._head_only.get(boundary)
