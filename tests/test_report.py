@@ -452,6 +452,19 @@ def _many_tests(path: Path, tests: int) -> Path:
     return path
 
 
+def test_a_reason_many_rows_give_alike_is_kept_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows with the same reason share one string (sent and held once), up to a bound of
+    distinct reasons, past which each row keeps its own."""
+    sources = resolve_sources([str(_many_tests(tmp_path / "app.log", 60))])
+    for cap, shared in ((4096, True), (0, False)):
+        monkeypatch.setattr(report_data, "_MAX_REASONS", cap)
+        rows = report_data.build(sources)["rows"]
+        reason = report_data.ROW_COLUMNS.index("reason")
+        ok = [row[reason] for row in rows if row[reason].startswith("No failure found")]
+        assert len(ok) == 54 and len(set(ok)) == 1
+        assert (len({id(text) for text in ok}) == 1) is shared
+
+
 def test_a_report_in_one_process_grows_by_a_few_kb_a_test(tmp_path: Path) -> None:
     """What ``report -j1`` holds grows with the tests, not with the log: each test's row,
     evidence and where its lines are (the places packed, the slots handed back as they

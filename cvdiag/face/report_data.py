@@ -134,18 +134,22 @@ class _TestEvents:
 
 
 _NONE: Mapping[str, Any] = MappingProxyType({})  # no verdict, no facts: read, never written
+_MAX_REASONS = 4096  # distinct reasons a process keeps once each (the rest are kept as they come)
 
 
 class _Reader:
     """What ``correlate.Detail`` calls in the process that diagnoses: for each test it
     details, that test's ``_TestEvents``; then, for every row, what the page keeps of it
     (``keep``). Names are numbered in ``strings`` (a process of its own numbers them in
-    its copy, which the rows and events it sends carry along)."""
+    its copy, which the rows and events it sends carry along). A reason many rows give
+    alike ("No failure found (46 events; HTTP 200).") is kept once (``reasons``), so it
+    is sent and held once: up to ``_MAX_REASONS`` of them."""
 
-    __slots__ = ("strings",)
+    __slots__ = ("reasons", "strings")
 
     def __init__(self, strings: Strings) -> None:
         self.strings = strings
+        self.reasons: dict[str, str] = {}
 
     def __call__(self, row: Mapping[str, Any]) -> _TestEvents:
         return _TestEvents(row, self.strings)
@@ -166,6 +170,8 @@ class _Reader:
         else:  # the judgement of a test shown by its index row only, asked what the row shows
             reason, confidence = diag.finding.reason, diag.finding.confidence
             ttfb, open_s = diag.fact("ttfb_ms"), diag.fact("open_llm_call_s")
+        reasons = self.reasons
+        reason = reasons.get(reason) or (reasons.setdefault(reason, reason) if len(reasons) < _MAX_REASONS else reason)
         llm = r["_llm_ms"]
         if open_s is not None and (open_s := finite_ms(open_s)) is not None:
             # dated from the end of the whole log: within this test it ran at most its duration
