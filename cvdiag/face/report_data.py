@@ -171,7 +171,7 @@ class _Reader:
             reason, confidence = diag.finding.reason, diag.finding.confidence
             ttfb, open_s = diag.fact("ttfb_ms"), diag.fact("open_llm_call_s")
         reasons = self.reasons
-        reason = reasons.get(reason) or (reasons.setdefault(reason, reason) if len(reasons) < _MAX_REASONS else reason)
+        reason = reasons.setdefault(reason, reason) if len(reasons) < _MAX_REASONS else reasons.get(reason, reason)
         llm = r["_llm_ms"]
         if open_s is not None and (open_s := finite_ms(open_s)) is not None:
             # dated from the end of the whole log: within this test it ran at most its duration

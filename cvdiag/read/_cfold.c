@@ -1272,11 +1272,12 @@ static int line_to_python(Pass *p, Py_ssize_t ls, Py_ssize_t le) {
 /* Whether the body of a canonical line of boundary ``b`` can be read from its metadata
  * alone: the plain layout (all edge headers null, so nothing beyond the head and the
  * metadata), an emitter ts, integers JSON reads as integers (a report's LLM time is the
- * head's duration_ms). 1 yes, 0 no, -1 error. */
+ * head's duration_ms). ``proven``: the layout already is (wrapped_certain), not read
+ * again. 1 yes, 0 no, -1 error. */
 static int metadata_only(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
-                         Py_ssize_t le_json) {
+                         Py_ssize_t le_json, int proven) {
     if (p->metadata_cb == Py_None || !tf->canonical_ok || h->long_int || b->accounting) return 0;
-    return plain_shaped(f, src, h, le_json);
+    return proven ? 1 : plain_shaped(f, src, h, le_json);
 }
 
 /* The slot's evidence folds what the metadata object at src[md:md_end] says, the head
@@ -1360,7 +1361,7 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
     PyObject *env = NULL;
     int slim = 0;
     /* a head-only boundary not in the plain layout was proven so just now: not again */
-    if (s->ev && !plain && !b->plain && (slim = metadata_only(f, p, src, h, b, &tf, le_json)) < 0) goto fail_ref;
+    if (s->ev && !plain && !b->plain && (slim = metadata_only(f, p, src, h, b, &tf, le_json, wrapped)) < 0) goto fail_ref;
     if (wrapped && s->ev && !plain && !slim) { /* a body beyond the metadata: the general parser's */
         if (ref.kind == 2) Py_DECREF(ref.obj);
         return line_to_python(p, ls, le);
