@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,12 +33,46 @@ def _sigterm_blocked() -> bool:
 def test_workers_die_on_sigterm_whatever_handler_the_command_installed() -> None:
     # The CLI turns SIGTERM into SystemExit; a worker that inherits that handler can miss
     # the pool's SIGTERM while it blocks on the task lock, and the command never ends.
+    # The first share is the driver's own, under the command's handler.
     previous = signal.signal(signal.SIGTERM, lambda *_: None)
     try:
-        assert run_parts(_dies_on_sigterm, [0, 1], 2) == [True, True]
+        assert run_parts(_dies_on_sigterm, [0, 1, 2], 3) == [False, True, True]
         assert not _sigterm_blocked()  # the driver's mask as it was
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _where(share: int) -> tuple[int, int]:
+    return share, os.getpid()
+
+
+def test_the_first_share_is_done_in_the_calling_process_each_other_in_a_forked_one() -> None:
+    """The first share's result is neither pickled nor sent: the driver does it itself,
+    while ``jobs`` - 1 workers do the others; results come in the shares' order."""
+    results = run_parts(_where, [0, 1, 2], 3)
+    assert [share for share, _ in results] == [0, 1, 2]
+    pids = [pid for _, pid in results]
+    assert pids[0] == os.getpid() and os.getpid() not in pids[1:] and len(set(pids)) == 3
+    assert run_parts(_where, [5], 2) == [(5, os.getpid())]  # one share: no worker at all
+
+
+def _fails_or_finishes_late(share: tuple[int, str]) -> bool:
+    part, marker = share
+    if part == 0:
+        raise ValueError("the driver's share")
+    time.sleep(20)
+    Path(marker).write_text("finished")  # only a worker left to finish gets here
+    return True
+
+
+def test_a_failed_first_share_stops_the_workers_at_once(tmp_path: Path) -> None:
+    """The driver's own share failing ends the command now: the workers still at work are
+    terminated, not waited for."""
+    marker = tmp_path / "finished"
+    with pytest.raises(ValueError, match="the driver's share"):
+        run_parts(_fails_or_finishes_late, [(0, str(marker)), (1, str(marker))], 2)
+    time.sleep(0.5)
+    assert not marker.exists()
 
 
 _SLOW_SECOND_WORKER = """
@@ -83,8 +119,9 @@ def _fails(_: int) -> bool:
 
 
 def test_the_collector_is_paused_only_in_the_driver_and_only_while_results_come_in() -> None:
-    """The driver takes the results in with its collector off; the workers collect, and
-    the driver's collector is as it was afterwards, whatever happened."""
+    """The driver takes the results in with its collector off; the workers collect, the
+    driver's own share runs with its collector as it is, and the driver's collector is as
+    it was afterwards, whatever happened."""
     assert gc.isenabled()
     assert run_parts(_collects, [0, 1], 2) == [True, True]
     assert gc.isenabled()
@@ -93,8 +130,9 @@ def test_the_collector_is_paused_only_in_the_driver_and_only_while_results_come_
     assert gc.isenabled()
     gc.disable()
     try:
-        assert run_parts(_collects, [0, 1], 2) == [True, True]
-        assert not gc.isenabled()  # a host that turned it off keeps it off
+        # a host that turned it off keeps it off, in the share it does itself too
+        assert run_parts(_collects, [0, 1], 2) == [False, True]
+        assert not gc.isenabled()
     finally:
         gc.enable()
 

@@ -48,7 +48,10 @@ def _is_gzip_file(path: str) -> bool:
 
 
 def run_parts(work: Callable[[Any], _Result], shares: Iterable[Any], jobs: int) -> list[_Result]:
-    """``work`` of each share in ``jobs`` forked processes, results in the shares' order.
+    """``work`` of each share, results in the shares' order: the first share's in this
+    process, each other's in one of ``jobs`` - 1 forked processes, forked before this one
+    starts (so they start from the state it had). The first share's result is neither
+    pickled nor sent, and this process is not a third one waiting beside two at work.
 
     Done, the workers are closed, not terminated: each ends on the pool's sentinel. Only
     an error terminates them (SIGTERM), as workers still at work must stop; they are
@@ -59,20 +62,25 @@ def run_parts(work: Callable[[Any], _Result], shares: Iterable[Any], jobs: int) 
     in a test that makes hundreds)."""
     import multiprocessing  # only here: it costs start-up time
 
+    first, *rest = shares
+    if not rest:
+        return [work(first)]
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
-        pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_start_worker)
+        pool = multiprocessing.get_context("fork").Pool(min(jobs - 1, len(rest)) or 1, initializer=_start_worker)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     try:
+        pending = pool.map_async(work, rest)
+        mine = work(first)
         with _collector_paused():
-            results = pool.map(work, shares)
+            others = pending.get()
     except BaseException:
         pool.terminate()
         raise
     pool.close()
     pool.join()
-    return results
+    return [mine, *others]
 
 
 @contextlib.contextmanager
