@@ -10,6 +10,7 @@ import ast
 import graphlib
 import importlib.util
 import json
+import math
 import pickle
 import random
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import corpus_server
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import cvdiag.diagnosis
@@ -544,3 +545,40 @@ def test_live_client_hanging_up_under_uvicorn_is_client_disconnect(tmp_path):
     got = diagnose(events, Thresholds(slow_s=corpus_server.SLOW_S))
     assert got.cls == "client-disconnect", got.reason
     assert got.evidence["disconnect"] == "after-first-byte"
+
+
+class _Text(str):
+    """A str of another type: what a library caller's envelope may hold."""
+
+
+_ANY_FIELD = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=200),
+    st.text(max_size=200).map(_Text),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@given(_ANY_FIELD)
+@example(math.nan)
+@example(-math.inf)
+@example(True)
+@example(_Text("gpt-4o-mini"))
+def test_a_field_reader_takes_a_value_of_its_type_and_nothing_else(value: object) -> None:
+    """Each tolerant reader, whatever a log holds: a boolean is no number, NaN and the
+    infinities are no time, a number cut to an int only when finite, text cut and interned."""
+    from cvdiag.diagnosis._convert import TEXT_LIMIT, as_float, as_int, as_name, as_text
+
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    finite = number and math.isfinite(value)  # type: ignore[arg-type]
+    assert as_int(value) == (value if number and isinstance(value, int) else int(value) if finite else None)  # type: ignore[call-overload]
+    got = as_float(value)
+    assert got == (float(value) if finite else None) and (got is None or type(got) is float)  # type: ignore[arg-type]
+    text = value[:TEXT_LIMIT] if isinstance(value, str) else None
+    assert as_text(value) == text and as_name(value) == text
+    if text is not None and len(text) > 1:  # one name kept once, whichever object brought it
+        assert as_name(value) is as_name("".join(list(text)))

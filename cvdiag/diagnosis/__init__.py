@@ -20,6 +20,8 @@ from cvdiag.diagnosis.rules import RULES
 
 #: Every class ``classify`` can return, in precedence order (the first rule that matches wins).
 CLASSES: tuple[str, ...] = tuple(rule.cls for rule in RULES)
+#: ``RULES`` as (class, match) pairs: the loop every test runs reads no attribute.
+_MATCHES: tuple[tuple[str, Any], ...] = tuple((rule.cls, rule.match) for rule in RULES)
 
 _DEFAULTS = Thresholds()
 
@@ -102,10 +104,10 @@ def judge(evidence: Evidence, thresholds: Thresholds = _DEFAULTS, *, log_end: fl
     """The first rule of ``RULES`` that matches one test, as a ``Judgement``: ``.cls`` for a
     table of classes, ``.diagnosis()`` for the verdict. Pure, no I/O."""
     facts = _Facts(evidence, log_end)
-    for rule in RULES:
-        finding = rule.match(evidence, thresholds, log_end, facts)
+    for cls, match in _MATCHES:
+        finding = match(evidence, thresholds, log_end, facts)
         if finding is not None:
-            return Judgement(evidence.test_id, rule.cls, finding, facts)
+            return Judgement(evidence.test_id, cls, finding, facts)
     raise AssertionError("the last rule always matches")  # pragma: no cover
 
 

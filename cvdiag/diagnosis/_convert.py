@@ -21,6 +21,8 @@ EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 def as_int(value: Any) -> int | None:
     """An integer field (a finite float is truncated); None for booleans and non-numbers."""
+    if type(value) is int:  # the usual case, first: a bool's type is not int
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -32,6 +34,8 @@ def as_int(value: Any) -> int | None:
 
 def as_float(value: Any) -> float | None:
     """A finite number as a float; None for booleans, NaN, infinities and non-numbers."""
+    if type(value) is float:  # the usual case, first
+        return value if math.isfinite(value) else None
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float) and math.isfinite(value):
@@ -41,7 +45,7 @@ def as_float(value: Any) -> float | None:
 
 def as_text(value: Any) -> str | None:
     """A string cut to ``TEXT_LIMIT``; None for anything else."""
-    if isinstance(value, str):
+    if type(value) is str or isinstance(value, str):
         return value[:TEXT_LIMIT]
     return None
 
@@ -50,6 +54,8 @@ def as_name(value: Any) -> str | None:
     """``as_text``, interned: names repeat across thousands of tests (providers, models,
     agents), so each is kept once; interned strings are freed with their last user, so a
     log inventing names cannot grow the table."""
+    if type(value) is str:  # as_text's usual case, without the call
+        return sys.intern(value[:TEXT_LIMIT])
     text = as_text(value)
     return None if text is None else sys.intern(text)
 

@@ -50,8 +50,11 @@ _HANDLERS: dict[str, Handler] = {
 }
 #: Handlers that only count: their envelopes teach nothing beyond the head fields.
 _HEAD_ONLY_HANDLERS = PROBE_HEAD_ONLY | STREAM_HEAD_ONLY
-#: The handlers of a body folded after a head folded elsewhere, which counted the head-only ones.
-_BODY_HANDLERS = {b: h for b, h in _HANDLERS.items() if h not in _HEAD_ONLY_HANDLERS}
+#: The handlers of a body folded after a head folded elsewhere, which counted the head-only
+#: ones; never an accounting line's (it is counted with its head).
+_BODY_HANDLERS = {
+    b: h for b, h in _HANDLERS.items() if h not in _HEAD_ONLY_HANDLERS and not b.startswith(ACCOUNTING_PREFIX)
+}
 #: The slots the head-only handlers count in, in the order of the compiled fold's counters.
 _HEAD_COUNTERS = tuple(sorted(h.slot for h in _HEAD_ONLY_HANDLERS))
 
@@ -109,8 +112,9 @@ class Evidence(Facts):
         head fields. Most bodies a log holds are such: the rest of the line is not parsed."""
         try:
             handler = _BODY_HANDLERS.get(boundary)
-            if handler is not None and not boundary.startswith(ACCOUNTING_PREFIX):
-                handler(self, as_mapping(metadata), outcome, key, {"duration_ms": duration_ms})
+            if handler is not None:
+                md = metadata if type(metadata) is dict else as_mapping(metadata)
+                handler(self, md, outcome, key, {"duration_ms": duration_ms})
         except Exception:
             self.skipped += 1
 

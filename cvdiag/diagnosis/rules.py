@@ -82,7 +82,7 @@ def edge_interference(ev: Evidence, th: Thresholds, log_end: float | None, facts
         return Finding(0.95, f"The edge answered with cf-mitigated: {value} ({layer} layer, {boundary}).")
     # A status the backend itself answered is the app's (e.g. a relayed LLM-provider 429).
     relayed = ev.backend_statuses
-    for status, pick in sorted((ev.edge_retry or {}).items()):
+    for status, pick in sorted(ev.edge_retry.items()) if ev.edge_retry else ():
         layer, retry_after = pick.value
         if status not in relayed:
             facts["edge_cause"] = "rate-limit"
@@ -292,7 +292,7 @@ def provider_empty(ev: Evidence, th: Thresholds, log_end: float | None, facts: d
 
 @_rule("aimock-fixture-mismatch")
 def aimock_fixture_mismatch(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
-    if not ev.layers.get("aimock") or ev.aimock_matched:
+    if not ev.aimock_events or ev.aimock_matched:
         return None
     sent = ev.aimock_sent.value if ev.aimock_sent else ev.aimock_chunk_bytes
     if sent >= th.aimock_min_bytes:
@@ -367,19 +367,22 @@ def llm_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -
     if _orphaned(ev, th) is not None:
         return None  # slow only after the client had gone (see client-disconnect)
     limit_ms = th.slow_s * 1000.0
-    limit = f"slow threshold {th.slow_s:g} s"
     if ev.llm_slowest is not None and ev.llm_slowest[0] >= limit_ms:
         latency, provider, model = ev.llm_slowest
-        return Finding(0.9, f"LLM call to {_call(provider, model)} took {_s(latency)} ({limit}).")
+        return Finding(0.9, f"LLM call to {_call(provider, model)} took {_s(latency)} ({_threshold(th)}).")
     if ev.heartbeat_max is not None and ev.heartbeat_max >= limit_ms:
         provider, model = ev.llm_last_start or (None, None)
         state = "no response" if ev.llm_starts > ev.llm_responses else "it did answer"
         return Finding(
             0.85,
             f"LLM call to {_call(provider, model)} was still running at {_s(ev.heartbeat_max)} "
-            f"by its heartbeats ({limit}); {state}.",
+            f"by its heartbeats ({_threshold(th)}); {state}.",
         )
     return None
+
+
+def _threshold(th: Thresholds) -> str:
+    return f"slow threshold {th.slow_s:g} s"
 
 
 # -- tools, loops and structured output (after the LLM's own causes, before the endpoint's) ----
@@ -561,7 +564,7 @@ def _stopped_finding(ev: Evidence) -> Finding:
 
 @_rule("no-backend")
 def no_backend(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
-    probe = ev.layers.get("probe", 0)
+    probe = ev.probe_events
     if not probe or ev.backend_events:
         return None
     return Finding(
@@ -572,7 +575,7 @@ def no_backend(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
 
 
 def _harness_missed_first_token(ev: Evidence) -> bool:
-    if not ev.layers.get("probe") or ev.probe_first_tokens:
+    if not ev.probe_events or ev.probe_first_tokens:
         return False
     exit_ = value_of(ev.probe_exit)
     return not (exit_ and exit_[1] is not None)
