@@ -582,3 +582,20 @@ def test_a_field_reader_takes_a_value_of_its_type_and_nothing_else(value: object
     assert as_text(value) == text and as_name(value) == text
     if text is not None and len(text) > 1:  # one name kept once, whichever object brought it
         assert as_name(value) is as_name("".join(list(text)))
+
+
+def test_the_runs_of_names_a_log_invents_are_remembered_up_to_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test's whole run of boundary names leads to one shared shape, looked up once; a
+    log inventing names cannot grow what is remembered past the bound."""
+    from cvdiag.diagnosis import _shapes
+
+    monkeypatch.setattr(_shapes, "_MAX_SHAPES", _shapes._remembered + 10)
+    start = _shapes.Shape(())
+    runs = [(f"b{i}", "backend.response.complete") for i in range(50)]
+    shapes = [start.then_all(run) for run in runs]
+    assert [s.names for s in shapes] == runs
+    assert start.then_all(runs[0]) is shapes[0]  # remembered: every test of that run shares it
+    assert start.runs[runs[0]] is shapes[0]  # as one run: one lookup, not one a name
+    assert sum(len(s.next) + len(s.runs) for s in (start, *shapes)) + sum(
+        len(s.next) for s in start.next.values()
+    ) <= 10

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH = datetime(1970, 1, 1)  # a whole second in UTC, read without a zone, less this
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -89,12 +90,12 @@ def _read_second(second: str) -> tuple[float, int] | None:
     if not _WHOLE_SECOND.fullmatch(second):
         return None
     try:
-        moment = datetime.fromisoformat(second).replace(tzinfo=UTC)
+        since = datetime.fromisoformat(second) - _NAIVE_EPOCH  # whole seconds: days and seconds say it all
     except ValueError:
         return None
     if len(_SECONDS) >= _MAX_SECONDS:
         _SECONDS.clear()
-    us = (moment - _EPOCH) // _MICROSECOND
+    us = (since.days * 86_400 + since.seconds) * 1_000_000
     entry = _SECONDS[second] = (us / 1_000_000, us << 64)
     return entry
 

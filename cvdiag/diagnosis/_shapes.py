@@ -27,12 +27,13 @@ class Shape:
     so a log inventing names cannot grow the cache.
     """
 
-    __slots__ = ("index", "names", "next")
+    __slots__ = ("index", "names", "next", "runs")
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
         self.index = {name: i for i, name in enumerate(names)}
         self.next: dict[str, Shape] = {}
+        self.runs: dict[tuple[str, ...], Shape] = {}
 
     def then(self, name: str) -> Shape:
         """The shape of these names followed by ``name``."""
@@ -45,12 +46,26 @@ class Shape:
                 self.next[name] = shape
         return shape
 
+    def then_all(self, names: tuple[str, ...]) -> Shape:
+        """``then`` of each of ``names`` in turn, the run remembered as one: tests hand over
+        the same few runs of names (the compiled fold keeps each test's whole)."""
+        global _remembered
+        shape = self.runs.get(names)
+        if shape is None:
+            shape = self
+            for name in names:
+                shape = shape.then(name)
+            if _remembered < _MAX_SHAPES:
+                _remembered += 1
+                self.runs[names] = shape
+        return shape
+
     def __reduce__(self) -> tuple[Any, ...]:  # pickle the names, not the cache behind them
         return Shape, (self.names,)
 
 
 _MAX_SHAPES = 4096
-# Shapes remembered so far by every shape of the process. A module global, not a class
+# Shapes (and runs) remembered so far by every shape of the process. A module global, not a class
 # attribute: writing one of those would empty the interpreter's attribute caches of Shape.
 _remembered = 0
 

@@ -122,10 +122,8 @@ class Evidence(Facts):
         """The head facts the compiled fold kept for this test (``_cfold.c``'s ``results``):
         what ``_fold_head`` and the head-only handlers would have left."""
         events, names, counts, other, layers, failures, first, last, backend, counters, skipped = head
-        shape = self.boundary_shape
-        for name in names:
-            shape = shape.then(name)
-        self.boundary_shape, self.boundary_counts, self.boundary_other = shape, counts, other
+        self.boundary_shape = self.boundary_shape.then_all(names)
+        self.boundary_counts, self.boundary_other = counts, other
         self.events += events
         self.skipped += skipped
         self.aimock_events, self.backend_events, self.other_events, self.probe_events = layers
