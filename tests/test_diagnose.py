@@ -596,6 +596,6 @@ def test_the_runs_of_names_a_log_invents_are_remembered_up_to_the_bound(monkeypa
     assert [s.names for s in shapes] == runs
     assert start.then_all(runs[0]) is shapes[0]  # remembered: every test of that run shares it
     assert start.runs[runs[0]] is shapes[0]  # as one run: one lookup, not one a name
-    assert sum(len(s.next) + len(s.runs) for s in (start, *shapes)) + sum(
-        len(s.next) for s in start.next.values()
-    ) <= 10
+    assert (
+        sum(len(s.next) + len(s.runs) for s in (start, *shapes)) + sum(len(s.next) for s in start.next.values()) <= 10
+    )
