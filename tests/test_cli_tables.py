@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from logkit import aborted, compact, envelope, errored, happy, write
 
-from cvdiag.face.render import _common_length, _common_lengths, one_utc_date, unique_prefixes
+from cvdiag.face.render import _common_length, _common_lengths, one_utc_date, unique_prefix, unique_prefixes
 
 # Ids minted in one millisecond share their first 15 characters (time, version), and
 # two of these share 35: a fixed-length prefix cannot tell them apart.
@@ -221,6 +221,7 @@ def test_unique_prefixes_name_each_id_alone(ids: list[str], other: str, shortest
         others = [j for j in prefixes if j != i and j.startswith(p)]
         assert not others or p == i
         assert len(p) <= shortest or any(j != i and j.startswith(p[:-1]) for j in prefixes)
+        assert unique_prefix(ids, i, shortest) == p  # one id's alone, as the hint under a table needs it
 
 
 _STAMPS = st.one_of(

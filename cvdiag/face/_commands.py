@@ -21,7 +21,7 @@ import orjson
 from cvdiag.contract.timestamps import parse_ts
 from cvdiag.face import _views as views
 from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, UsageError, say
-from cvdiag.face.render import FAIL, OK, Out, Progress, unique_prefixes
+from cvdiag.face.render import FAIL, OK, Out, Progress, one_utc_date, unique_prefix, unique_prefixes
 from cvdiag.read import correlate, filters
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, MARKERS, Tally
@@ -125,18 +125,20 @@ def tests(args: argparse.Namespace) -> int:
     if fmt == "json":
         _json_out(rows)
         return _found(rows)
-    prefixes = unique_prefixes([r["test_id"] for r in scan.rows])
+    ids = [r["test_id"] for r in scan.rows]
     if fmt in ("github", "junit"):
         verdicts = {r["test_id"]: r.pop("_diagnosis", None) for r in rows}
-        return _ci_out(fmt, rows, verdicts, prefixes, args.paths)
+        return _ci_out(fmt, rows, verdicts, unique_prefixes(ids), args.paths)
     out = Out()
     if not rows:
         out.line("no tests found" if not scan.rows else "no test matches the filters")
         return NOTHING_EXIT
-    views.tests_table(out, rows, prefixes)
+    # every id's prefix only where a narrow terminal may cut ids to it: else one, for the hint
+    date = one_utc_date([r["first_ts"] for r in rows])
+    views.tests_table(out, rows, unique_prefixes(ids) if out.width is not None else None, date)
     first_failed = next((r for r in rows if r["status"] == "fail"), None)
-    hint = ["cvdiag", "timeline", prefixes[first_failed["test_id"]], *args.paths] if first_failed else None
-    views.tests_summary(out, rows, hint)
+    hint = ["cvdiag", "timeline", unique_prefix(ids, first_failed["test_id"]), *args.paths] if first_failed else None
+    views.tests_summary(out, rows, hint, date)
     return OK_EXIT
 
 

@@ -6,7 +6,7 @@ order and how they give way, styles, cut details), so a look changes in one plac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cvdiag.face.render import (
@@ -18,7 +18,6 @@ from cvdiag.face.render import (
     Out,
     ms,
     offset,
-    one_utc_date,
     timeline_row,
     timeline_table,
     tool_calls_table,
@@ -29,10 +28,12 @@ from cvdiag.read import correlate, toolcalls
 # -- tests ----------------------------------------------------------------------------
 
 
-def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: dict[str, str]) -> None:
+def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: Mapping[str, str] | None, date: str | None) -> None:
     """The ``tests`` table: ids never wrapped (cut in the middle, past their unique
-    prefix), columns dropped by usefulness when the terminal is narrow."""
-    id_width = max(len(prefixes[r["test_id"]]) for r in rows) + 5  # prefix, "…", 4 last characters
+    prefix: ``prefixes``, None where nothing is cut), columns dropped by usefulness when
+    the terminal is narrow; a time of day when every test started on one ``date``."""
+    # prefix, "…", 4 last characters
+    id_width = None if prefixes is None else max(len(prefixes[r["test_id"]]) for r in rows) + 5
     columns = [
         Column("test_id", keep=True, min_width=id_width, middle=True),
         Column("slug", rank=3, min_width=8),
@@ -44,13 +45,12 @@ def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: dict[str, str]) 
         Column("status", keep=True, rank=0),
     ]
     starts = [r["first_ts"] for r in rows]
-    clock = one_utc_date(starts) is not None
     values = [
         [r["test_id"] for r in rows],
         [r["slug"] for r in rows],
         [",".join(r["layers"]) for r in rows],
         [r["events"] for r in rows],
-        [ts[11:23] for ts in starts] if clock else starts,
+        [ts[11:23] for ts in starts] if date is not None else starts,
         list(map(ms, [r["duration_ms"] for r in rows])),
         [r["terminal"] for r in rows],
         [r["status"] for r in rows],
@@ -61,12 +61,12 @@ def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: dict[str, str]) 
     out.table(columns, values, [FAIL if status == "fail" else None for status in values[7]], by_column=True)
 
 
-def tests_summary(out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | None) -> None:
-    """The line under the table (how many, how many failed, the day) and a command to run next."""
+def tests_summary(out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | None, date: str | None) -> None:
+    """The line under the table (how many, how many failed, the ``date`` they share) and a
+    command to run next."""
     import shlex
 
     failed = sum(r["status"] == "fail" for r in rows)
-    date = one_utc_date([r["first_ts"] for r in rows])
     out.line(f"{len(rows)} tests, {failed} failed" + (f", on {date} (UTC)" if date else ""), FAIL if failed else OK)
     if hint:
         out.line(f"next: {shlex.join(hint)}", DIM)

@@ -20,6 +20,9 @@ from cvdiag.face._exit import OK_EXIT, USAGE_EXIT, exit_code, terminated
 from cvdiag.read import correlate
 from cvdiag.read.sources import reuse_block_memory
 
+#: What ``-j`` sets: the command does one share itself and forks a worker for each other.
+_JOBS_HELP = "processes that share the work: this one and JOBS - 1 forked workers"
+
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The ``cvdiag`` parser, and each command's own parser by name (kept as they are
@@ -58,7 +61,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         default="table",
         help="table (default), json (as --json), github (::error annotations of failed tests), junit (JUnit XML)",
     )
-    sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
+    sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help=_JOBS_HELP)
     paths(sp)
 
     sp = command("timeline", "every event of one test across layers and files, in time order")
@@ -80,7 +83,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     paths(sp)
 
     sp = command("stats", "per slug and boundary: counts, outcomes, latency percentiles")
-    sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
+    sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help=_JOBS_HELP)
     paths(sp)
 
     sp = command("validate", "check every envelope strictly against schema v1")
@@ -95,7 +98,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     sp.add_argument("--compare", nargs=2, metavar=("A", "B"), help="also show tests A and B side by side")
     sp.add_argument("--history", metavar="DB", help="add a page of the history in DB (a DuckDB file or postgresql://)")
     slow(sp)
-    sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help="worker processes")
+    sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help=_JOBS_HELP)
     paths(sp)
 
     sp = command("diagnose", "name the root cause of a test's failure")

@@ -8,6 +8,7 @@ that every face draws.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import sys
@@ -127,6 +128,15 @@ def unique_prefixes(ids: Sequence[str], shortest: int = 8) -> dict[str, str]:
     need = map(max, itertools.repeat(shortest), [shortest, *past], [*past, shortest])
     # An id that is another's prefix is found whole (an exact id wins over prefixes).
     return {i: i[:n] for i, n in zip(ordered, need, strict=True)}
+
+
+def unique_prefix(ids: Sequence[str], wanted: str, shortest: int = 8) -> str:
+    """``unique_prefixes(ids)[wanted]`` without the others': ``wanted`` (one of ``ids``)
+    against the ids next to it in order, the only ones that can share more of it."""
+    ordered = sorted(set(ids))
+    at = bisect.bisect_left(ordered, wanted)
+    near = [*ordered[max(0, at - 1) : at], *ordered[at + 1 : at + 2]]
+    return wanted[: max([shortest, *(_common_length(wanted, other) + 1 for other in near)])]
 
 
 def _common_lengths(ordered: Sequence[str]) -> list[int]:
