@@ -45,7 +45,7 @@ def as_float(value: Any) -> float | None:
 
 def as_text(value: Any) -> str | None:
     """A string cut to ``TEXT_LIMIT``; None for anything else."""
-    if type(value) is str or isinstance(value, str):
+    if isinstance(value, str):
         return value[:TEXT_LIMIT]
     return None
 

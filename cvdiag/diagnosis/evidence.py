@@ -113,7 +113,7 @@ class Evidence(Facts):
         try:
             handler = _BODY_HANDLERS.get(boundary)
             if handler is not None:
-                md = metadata if type(metadata) is dict else as_mapping(metadata)
+                md = metadata if type(metadata) is dict else as_mapping(metadata)  # the usual case: no call
                 handler(self, md, outcome, key, {"duration_ms": duration_ms})
         except Exception:
             self.skipped += 1

@@ -12,6 +12,7 @@ lines is the work handed to ``run_parts`` (``fold.aggregate_share``, ``_diagnosi
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import operator
 import os
@@ -60,27 +61,38 @@ def run_parts(work: Callable[[Any], _Result], shares: Iterable[Any], jobs: int) 
     after-fork code, which runs the command's handler and ignores what it raises: the
     worker lived on, and ``terminate`` waited for it forever (once in about 700 pools,
     in a test that makes hundreds)."""
-    import multiprocessing  # only here: it costs start-up time
+    import multiprocessing  # only here: they cost start-up time
+    import pickle
 
-    first, *rest = shares
-    if not rest:
-        return [work(first)]
+    shares = list(shares)
+    if len(shares) < 2:
+        return [work(share) for share in shares]
+    first, rest = shares[0], shares[1:]
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
-        pool = multiprocessing.get_context("fork").Pool(min(jobs - 1, len(rest)) or 1, initializer=_start_worker)
+        pool = multiprocessing.get_context("fork").Pool(max(1, min(jobs - 1, len(rest))), initializer=_start_worker)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     try:
-        pending = pool.map_async(work, rest)
+        pending = pool.map_async(functools.partial(_pickled, work), rest)
         mine = work(first)
-        with _collector_paused():
-            others = pending.get()
+        sent = pending.get()
+        with _collector_paused():  # here, not in the pool's thread while this one works
+            others = [pickle.loads(result) for result in sent]
     except BaseException:
         pool.terminate()
         raise
     pool.close()
     pool.join()
     return [mine, *others]
+
+
+def _pickled(work: Callable[[Any], Any], share: Any) -> bytes:
+    """``work`` of ``share``, pickled by the worker: the driver unpickles it when its own
+    share is done, with its collector paused, not on the pool's thread as it arrives."""
+    import pickle  # loaded already: the pool's own
+
+    return pickle.dumps(work(share), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 @contextlib.contextmanager
