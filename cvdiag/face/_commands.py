@@ -134,10 +134,14 @@ def tests(args: argparse.Namespace) -> int:
         out.line("no tests found" if not scan.rows else "no test matches the filters")
         return NOTHING_EXIT
     # every id's prefix only where a narrow terminal may cut ids to it: else one, for the hint
+    prefixes = unique_prefixes(ids) if out.width is not None else None
     date = one_utc_date([r["first_ts"] for r in rows])
-    views.tests_table(out, rows, unique_prefixes(ids) if out.width is not None else None, date)
+    views.tests_table(out, rows, prefixes, date)
     first_failed = next((r for r in rows if r["status"] == "fail"), None)
-    hint = ["cvdiag", "timeline", unique_prefix(ids, first_failed["test_id"]), *args.paths] if first_failed else None
+    hint = None
+    if first_failed:
+        tid = first_failed["test_id"]
+        hint = ["cvdiag", "timeline", prefixes[tid] if prefixes else unique_prefix(ids, tid), *args.paths]
     views.tests_summary(out, rows, hint, date)
     return OK_EXIT
 
