@@ -525,25 +525,38 @@ def test_each_test_goes_from_its_verdict_to_its_index_row_before_the_next_is_jud
     assert all(seen[k][0] == "judged" and seen[k + 1] == ("kept", seen[k][1]) for k in range(0, len(seen), 2))
 
 
-def test_a_test_shown_is_finished_as_soon_as_its_last_line_is_read(log: Path) -> None:
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_test_shown_is_finished_as_soon_as_its_last_line_is_read(log: Path, monkeypatch, compiled: bool) -> None:
     """Its events are sorted and let go of what sorting needed (a key each, about 40 % of
-    their bytes) as soon as its last line is read, not once every test's lines are."""
+    their bytes) as soon as its last line is read, not once every test's lines are: a run
+    of lines is handed over in one call (compiled, or the loop without it), and a test
+    finishes within it, with every line it has and before any line of a test after it."""
     from cvdiag.read import correlate
 
-    seen: list[tuple[str, str]] = []
+    if not compiled:
+        monkeypatch.setattr(report_data, "_plain_events", lambda: None)
+    made: list[Any] = []
+    seen: list[tuple[str, int, list[int]]] = []  # at each finish: the test, its events, every test's
 
-    class Reader:
-        def __init__(self, row: dict) -> None:
-            self.test_id = row["test_id"]
-
-        def line(self, buf: Any, ls: int, le: int) -> None:
-            seen.append(("line", self.test_id))
+    class Events(report_data._TestEvents):
+        __slots__ = ("test_id",)
 
         def finish(self) -> None:
-            seen.append(("finish", self.test_id))
+            seen.append((self.test_id, len(self.events), [len(t.events) for t in made]))
+            super().finish()
 
-    detail = correlate.Detail(100, everything=True, reader=Reader)
-    correlate.scan_tests(resolve_sources([str(log)]), jobs=1, keep_json=True, detail=detail)
-    order = [tid for step, tid in seen if step == "finish"]
-    assert len(order) == 4  # each test's lines are together in this log
-    assert seen == [(step, tid) for tid in order for step in ["line"] * seen.count(("line", tid)) + ["finish"]]
+    class Reader(report_data._Reader):
+        def __call__(self, row: dict) -> Any:
+            events = Events(row, self.strings)
+            events.test_id = row["test_id"]
+            made.append(events)
+            return events
+
+    detail = correlate.Detail(100, everything=True, reader=Reader(report_data.Strings()))
+    rows = correlate.scan_tests(resolve_sources([str(log)]), jobs=1, keep_json=True, detail=detail).rows
+    events = {r["test_id"]: r["events"] for r in rows}
+    assert len(seen) == 4  # each test's lines are together in this log, one run of them
+    for k, (tid, taken, every) in enumerate(seen):
+        assert taken == events[tid]  # every line of the test read, none left
+        assert every[k + 1 :] == [0] * (len(made) - k - 1)  # no test after it read yet
+        assert made[k].test_id == tid

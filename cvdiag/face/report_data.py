@@ -83,10 +83,11 @@ class _TestEvents:
     ``finish`` sorts them and leaves their JSON texts, joined in one while no event of the
     process named more than the seed's names (``joined``: one object to send, none to
     renumber, whatever other names the process's rows met); ``strings`` numbers the names
-    in them. A line in the emitter's plain layout is encoded in one compiled call
-    (``line``), the rest parsed and encoded here."""
+    in them. Lines come by runs (``_take_lines``): one in the emitter's plain layout is
+    encoded in one compiled call, the rest parsed and encoded here (``general``); ``left``
+    counts the lines still to come, and the last one finishes the test."""
 
-    __slots__ = ("events", "joined", "more", "slug", "slug_utf8", "strings", "t0_ms")
+    __slots__ = ("events", "joined", "left", "more", "slug", "slug_utf8", "strings", "t0_ms")
 
     def __init__(self, row: Mapping[str, Any], strings: Strings) -> None:
         self.t0_ms = round(ts_seconds(row["first_ts"]) * 1000)
@@ -96,16 +97,11 @@ class _TestEvents:
         self.more = row["_kept"].more  # past MAX_EVENTS_PER_TEST: counted by the scan
         self.strings = strings  # one object for every test of a process: pickled once
         self.joined = False  # events joined in one, numbered by the seed alone
+        self.left = 0  # lines still to come (set by whoever hands them over)
 
-    def line(self, buf: Any, ls: int, le: int) -> None:
-        """The envelope on the line ``buf[ls:le]``: encoded in one compiled call when it is
-        in the emitter's plain layout, else parsed and ``add``-ed."""
-        plain = _plain_events()
-        if plain is not None:
-            event = plain.event(buf, ls, le, self.t0_ms, self.slug_utf8, self.strings)
-            if event is not None:
-                self.events.append(event)
-                return
+    def general(self, buf: Any, ls: int, le: int) -> None:
+        """The envelope on the line ``buf[ls:le]`` parsed and ``add``-ed (not in the plain
+        layout, or no compiled reader)."""
         kind, value, _ = parse_span(buf, ls, le)
         if kind == ENVELOPE:
             self.add(value)
@@ -133,6 +129,22 @@ class _TestEvents:
         self.events = [b",".join(out)] if self.joined and out else out
 
 
+def _take_lines(buf: Any, shift: int, lines: list[tuple[int, int, _TestEvents]]) -> None:
+    """Each line of ``lines`` (start, end, its test's events), at ``buf[start - shift:end -
+    shift]``, to its test, in order: encoded, ``left`` counted down, and the test finished
+    after its last line. One compiled call for the run (``Folder.events_at``), this loop
+    without the compiled reader."""
+    plain = _plain_events()
+    if plain is not None:
+        plain.events_at(buf, shift, lines)
+        return
+    for ls, le, read in lines:
+        read.general(buf, ls - shift, le - shift)
+        read.left -= 1
+        if not read.left:
+            read.finish()
+
+
 _NONE: Mapping[str, Any] = MappingProxyType({})  # no verdict, no facts: read, never written
 _MAX_REASONS = 4096  # distinct reasons a process keeps once each (the rest are kept as they come)
 
@@ -141,7 +153,8 @@ class _Reader:
     """What ``correlate.Detail`` calls in the process that diagnoses: for each test it
     details, that test's ``_TestEvents``; then, for every row, what the page keeps of it
     (``keep``). Names are numbered in ``strings`` (a process of its own numbers them in
-    its copy, which the rows and events it sends carry along). A reason many rows give
+    its copy, which the rows and events it sends carry along); ``take`` hands the tests
+    their lines (``_take_lines``). A reason many rows give
     alike ("No failure found (46 events; HTTP 200).") is kept once (``reasons``), so it
     is sent and held once: up to ``_MAX_REASONS`` of them."""
 
@@ -153,6 +166,8 @@ class _Reader:
 
     def __call__(self, row: Mapping[str, Any]) -> _TestEvents:
         return _TestEvents(row, self.strings)
+
+    take = staticmethod(_take_lines)
 
     def keep(self, r: Mapping[str, Any]) -> dict[str, Any]:
         """The row as the page keeps it: its index row (``ROW_COLUMNS``) made here, so the

@@ -31,6 +31,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -137,6 +138,8 @@ typedef struct {
     Py_ssize_t n_places, places_len, cap_places; /* places; bytes used; bytes held */
     int64_t place_block, place_end;              /* the last place's block and end: the next is told from them */
     int64_t more;
+    double llm_ms; /* report: the time its LLM calls took, added up in file order (add_llm_ms) */
+    int llm_set;   /* a time was added: llm_ms is no None */
     /* the diagnosis head (Evidence._fold_head) */
     int ev;
     int64_t events, lay[4], failures, other_names, skipped;
@@ -196,6 +199,7 @@ struct Folder {
     PyObject *event_dumps;             /* set_event_format: writes metadata as a report's row does */
     Py_ssize_t event_seed;             /* set_event_format: the names numbered alike in every table */
     PyObject *k_past_seed;             /* what a table is told once an event numbers a name past them */
+    PyObject *k_t0_ms, *k_slug_utf8, *k_strings, *k_events, *k_left, *k_finish; /* a reader's (events_at) */
     int in_event; /* Folder.event is running: it calls Python, and another thread may call it meanwhile */
     /* state */
     NameTable names;
@@ -1259,7 +1263,7 @@ typedef struct {
     const char *buf;
     Py_ssize_t len, start;
     long long block;
-    PyObject *line_cb, *body_cb, *metadata_cb, *malformed_cb, *evidences;
+    PyObject *line_cb, *body_cb, *slim_ok, *malformed_cb, *evidences; /* slim_ok: None, or any object */
 } Pass;
 
 /* Python reads the line buf[ls:le] (fold.Fold._line, or count's line). */
@@ -1276,16 +1280,24 @@ static int line_to_python(Pass *p, Py_ssize_t ls, Py_ssize_t le) {
  * again. 1 yes, 0 no, -1 error. */
 static int metadata_only(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
                          Py_ssize_t le_json, int proven) {
-    if (p->metadata_cb == Py_None || !tf->canonical_ok || h->long_int || b->accounting) return 0;
+    if (p->slim_ok == Py_None || !tf->canonical_ok || h->long_int || b->accounting) return 0;
     return proven ? 1 : plain_shaped(f, src, h, le_json);
+}
+
+/* A report's LLM answer's duration (ms) added to its test's time, as fold.finite_ms lets it:
+ * finite, and under 1e15 (junk past it). */
+static void add_llm_ms(Slot *s, double d) {
+    if (isfinite(d) && fabs(d) < 1e15) {
+        s->llm_ms += d;
+        s->llm_set = 1;
+    }
 }
 
 /* The slot's evidence folds what the metadata object at src[md:md_end] says, the head
  * being folded here: Evidence.add_metadata(boundary, key, outcome, metadata, duration_ms)
  * called on evidences[slot] (``evidences``, the pass's list), the JSON read by ``loads``
  * where it is (a Docker record's text is no slice of the pass's buffer). A report's LLM
- * answer goes through the pass's metadata(slot, boundary, key, outcome, JSON bytes,
- * duration_ms) instead, which adds its duration up too. */
+ * answer's duration is added up too (add_llm_ms). */
 static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
                          Py_ssize_t slot, Py_ssize_t le_json) {
     PyObject *key = key_object(tf->key);
@@ -1301,12 +1313,6 @@ static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, con
     }
     if (!duration) { Py_XDECREF(key); Py_XDECREF(outcome); return -1; }
     Py_ssize_t md = h->end + f->middle_len, md_n = le_json - f->end_len - md;
-    if (f->keep_lines && b->llm_response) {
-        PyObject *r = PyObject_CallFunction(p->metadata_cb, "nONNy#N", slot, b->str, key, outcome, src + md, md_n,
-                                            duration);
-        Py_XDECREF(r);
-        return r ? 0 : -1;
-    }
     PyObject *ev = PyList_Check(p->evidences) ? PyList_GetItem(p->evidences, slot) : NULL; /* borrowed */
     PyObject *view = ev ? PyMemoryView_FromMemory((char *)src + md, md_n, PyBUF_READ) : NULL;
     PyObject *obj = view ? PyObject_CallOneArg(f->loads, view) : NULL;
@@ -1316,6 +1322,11 @@ static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, con
         r = PyObject_VectorcallMethod(f->k_add_metadata, call, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     }
     if (!ev && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "evidences is the pass's list of the slots' evidence");
+    if (r && f->keep_lines && b->llm_response && duration != Py_None) { /* an integer, from at most 19 digits */
+        double d = PyLong_AsDouble(duration);
+        if (d == -1.0 && PyErr_Occurred()) Py_CLEAR(r);
+        else add_llm_ms(SLOT(f, slot), d); /* Python ran: the slot's address is looked up again */
+    }
     Py_XDECREF(view); Py_XDECREF(obj); Py_DECREF(key); Py_DECREF(outcome); Py_DECREF(duration);
     Py_XDECREF(r);
     return r ? 0 : -1;
@@ -1458,7 +1469,7 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
     Pass p;
-    if (!PyArg_ParseTuple(args, "y*nnLOOOOO", &view, &start, &end, &p.block, &p.line_cb, &p.body_cb, &p.metadata_cb,
+    if (!PyArg_ParseTuple(args, "y*nnLOOOOO", &view, &start, &end, &p.block, &p.line_cb, &p.body_cb, &p.slim_ok,
                           &p.malformed_cb, &p.evidences))
         return NULL;
     if (f->loads == NULL || f->n_taken) {
@@ -1769,39 +1780,24 @@ static PyObject *Folder_set_event_format(Folder *f, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* event(buf, ls, le, t0_ms, slug, strings) -> bytes, or None.
- *
- * report_data._encode of the envelope on the line buf[ls:le], when the general parser
- * certainly reads it as this head (event_json), in the plain layout, with an emitter ts:
- * its sort key then its row, written as set_event_format says. Names are numbered by
- * ``strings``: a dict, called for a name not in it yet, its events_past_seed set True
- * once an event names one past the seed; the metadata is read by ``loads``. None: the
- * general parser's to read. */
-static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6 || !PyBytes_Check(args[4]) || !PyDict_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError, "event(buf, ls, le, t0_ms, slug: bytes, strings: dict)");
-        return NULL;
-    }
-    Py_ssize_t ls = PyLong_AsSsize_t(args[1]), le = PyLong_AsSsize_t(args[2]);
-    long long t0_ms = PyLong_AsLongLong(args[3]);
-    if (PyErr_Occurred()) return NULL;
-    const char *slug = PyBytes_AS_STRING(args[4]), *rules = f->event_rules;
-    Py_ssize_t slug_n = PyBytes_GET_SIZE(args[4]);
-    PyObject *strings = args[5], *dumps = f->event_dumps;
-    if (rules == NULL || f->loads == NULL) {
-        PyErr_SetString(PyExc_ValueError, "set_event_format first, on a folder not cleared");
-        return NULL;
-    }
+/* report_data._encode of the envelope on the line buf[ls:le] (buf of len bytes), when the
+ * general parser certainly reads it as this head (event_json), in the plain layout, with an
+ * emitter ts: its sort key then its row, written as set_event_format says. Names are
+ * numbered by ``strings``: a dict, called for a name not in it yet, its events_past_seed
+ * set True once an event names one past the seed; the metadata is read by ``loads``.
+ * A new reference to the bytes, Py_None (the general parser's to read), or NULL. */
+static PyObject *event_of(Folder *f, const char *buf, Py_ssize_t len, Py_ssize_t ls, Py_ssize_t le, long long t0_ms,
+                          const char *slug, Py_ssize_t slug_n, PyObject *strings) {
+    const char *rules = f->event_rules;
+    PyObject *dumps = f->event_dumps;
     if (f->in_event) Py_RETURN_NONE; /* its scratch and room are in use: the general parser's */
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     f->in_event = 1;
     PyObject *result = NULL, *md = NULL, *md_json = NULL;
     Out o = {f->event_room, 0, f->event_room_cap};
     const char *src = NULL;
     Py_ssize_t pos = 0, end = 0;
-    if (ls < 0 || le > view.len) goto none;
-    int found = event_json(f, view.buf, ls, le, &src, &pos, &end);
+    if (ls < 0 || le > len) goto none;
+    int found = event_json(f, buf, ls, le, &src, &pos, &end);
     if (found < 0) goto fail;
     Head h;
     int64_t secs; int milli;
@@ -1875,8 +1871,105 @@ done:
     Py_XDECREF(md); Py_XDECREF(md_json);
     f->event_room = o.b; f->event_room_cap = o.cap;
     f->in_event = 0;
+    return result;
+}
+
+/* The reader is ready to write events: set_event_format was called, loads is kept. */
+static int event_ready(Folder *f) {
+    if (f->event_rules == NULL || f->loads == NULL) {
+        PyErr_SetString(PyExc_ValueError, "set_event_format first, on a folder not cleared");
+        return 0;
+    }
+    return 1;
+}
+
+/* event(buf, ls, le, t0_ms, slug, strings) -> bytes, or None: event_of the line buf[ls:le]. */
+static PyObject *Folder_event(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyBytes_Check(args[4]) || !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "event(buf, ls, le, t0_ms, slug: bytes, strings: dict)");
+        return NULL;
+    }
+    Py_ssize_t ls = PyLong_AsSsize_t(args[1]), le = PyLong_AsSsize_t(args[2]);
+    long long t0_ms = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred() || !event_ready(f)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = event_of(f, view.buf, view.len, ls, le, t0_ms, PyBytes_AS_STRING(args[4]),
+                                PyBytes_GET_SIZE(args[4]), args[5]);
     PyBuffer_Release(&view);
     return result;
+}
+
+/* One line of events_at for its reader: its event appended to reader.events, or the line
+ * handed to reader.general(buf, ls, le); then reader.left counted down, and finish() called
+ * at 0. 0, or -1 with an exception set. */
+static int event_for(Folder *f, PyObject *bufobj, const Py_buffer *view, Py_ssize_t ls, Py_ssize_t le, PyObject *reader) {
+    PyObject *t0 = PyObject_GetAttr(reader, f->k_t0_ms), *slug = PyObject_GetAttr(reader, f->k_slug_utf8),
+             *strings = PyObject_GetAttr(reader, f->k_strings), *event = NULL, *left = NULL;
+    int rc = -1;
+    if (!t0 || !slug || !strings) goto done;
+    long long t0_ms = PyLong_AsLongLong(t0);
+    if (t0_ms == -1 && PyErr_Occurred()) goto done;
+    if (!PyBytes_Check(slug) || !PyDict_Check(strings)) {
+        PyErr_SetString(PyExc_TypeError, "a reader's slug_utf8 is bytes, its strings a dict");
+        goto done;
+    }
+    event = event_of(f, view->buf, view->len, ls, le, t0_ms, PyBytes_AS_STRING(slug), PyBytes_GET_SIZE(slug), strings);
+    if (!event) goto done;
+    if (event == Py_None) {
+        Py_SETREF(event, PyObject_CallMethod(reader, "general", "Onn", bufobj, ls, le));
+    } else {
+        PyObject *events = PyObject_GetAttr(reader, f->k_events);
+        int bad = !events || !PyList_Check(events) || PyList_Append(events, event) < 0;
+        if (events && !PyList_Check(events)) PyErr_SetString(PyExc_TypeError, "a reader's events is a list");
+        Py_XDECREF(events);
+        if (bad) goto done;
+    }
+    if (!event || !(left = PyObject_GetAttr(reader, f->k_left))) goto done;
+    Py_ssize_t n = PyLong_AsSsize_t(left);
+    if (n == -1 && PyErr_Occurred()) goto done;
+    Py_SETREF(left, PyLong_FromSsize_t(n - 1));
+    if (!left || PyObject_SetAttr(reader, f->k_left, left) < 0) goto done;
+    if (n == 1) { /* its last line: finished as soon as it can be */
+        PyObject *r = PyObject_CallMethodNoArgs(reader, f->k_finish);
+        if (!r) goto done;
+        Py_DECREF(r);
+    }
+    rc = 0;
+done:
+    Py_XDECREF(t0); Py_XDECREF(slug); Py_XDECREF(strings); Py_XDECREF(event); Py_XDECREF(left);
+    return rc;
+}
+
+/* events_at(buf, shift, lines): each line of ``lines`` ((start, end, reader), a list, at
+ * buf[start - shift:end - shift]) to its reader (event_for), in order; the Python twin is
+ * report_data._take_lines. */
+static PyObject *Folder_events_at(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "events_at(buf, shift, lines: list)");
+        return NULL;
+    }
+    Py_ssize_t shift = PyLong_AsSsize_t(args[1]);
+    if ((shift == -1 && PyErr_Occurred()) || !event_ready(f)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *lines = args[2];
+    int rc = 0;
+    for (Py_ssize_t k = 0; rc == 0 && k < PyList_GET_SIZE(lines); k++) {
+        PyObject *line = PyList_GET_ITEM(lines, k);
+        if (!PyTuple_Check(line) || PyTuple_GET_SIZE(line) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a line is (start, end, reader)");
+            rc = -1;
+            break;
+        }
+        Py_INCREF(line); /* a reader's callback may change the list */
+        Py_ssize_t ls = PyLong_AsSsize_t(PyTuple_GET_ITEM(line, 0)), le = PyLong_AsSsize_t(PyTuple_GET_ITEM(line, 1));
+        rc = PyErr_Occurred() ? -1 : event_for(f, args[0], &view, ls - shift, le - shift, PyTuple_GET_ITEM(line, 2));
+        Py_DECREF(line);
+    }
+    PyBuffer_Release(&view);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyObject *ts_object(const TsRef *r) {
@@ -1912,10 +2005,28 @@ static PyObject *layer_set(Folder *f, Slot *s) {
     return set;
 }
 
+/* add_llm_ms(slot, ms): an LLM call's duration that Python read (the general parser's
+ * lines) added to the slot's time, in file order with those added here. */
+static PyObject *Folder_add_llm_ms(Folder *f, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add_llm_ms(slot, ms)");
+        return NULL;
+    }
+    Py_ssize_t k = PyLong_AsSsize_t(args[0]);
+    double d = PyFloat_AsDouble(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (k < 0 || k >= f->n_slots || !f->slots[k / SLOT_CHUNK]) {
+        PyErr_SetString(PyExc_IndexError, "no such slot");
+        return NULL;
+    }
+    add_llm_ms(SLOT(f, k), d);
+    Py_RETURN_NONE;
+}
+
 /* take(slot) -> (agg, kept, head) of one test, its memory handed back: the results are
  * taken one test at a time, so a pass never holds them twice.
  * agg (events, first, last, failed, flags, layers (a frozenset, shared: layer_set), slugs, order) or None;
- * kept (places as keep_place packs them, more) or None;
+ * kept (places as keep_place packs them, more, the LLM time or None) or None;
  * head (events, names, counts, other, layers[4], failures, first, last, backend, counters, skipped) or None. */
 static PyObject *Folder_take(Folder *f, PyObject *arg) {
     Py_ssize_t k = PyLong_AsSsize_t(arg);
@@ -1935,8 +2046,8 @@ static PyObject *Folder_take(Folder *f, PyObject *arg) {
         layers = slugs = NULL; /* the tuple has them, or they are gone with its failure */
         if (!agg) goto fail;
         if (f->keep_lines &&
-            !(kept = Py_BuildValue("(y#L)", s->places ? (const char *)s->places : "", s->places_len,
-                                   (long long)s->more)))
+            !(kept = Py_BuildValue("(y#LN)", s->places ? (const char *)s->places : "", s->places_len,
+                                   (long long)s->more, s->llm_set ? PyFloat_FromDouble(s->llm_ms) : Py_NewRef(Py_None))))
             goto fail;
     }
     if (s->ev) {
@@ -2028,6 +2139,8 @@ static void Folder_dealloc(Folder *f) {
     Py_XDECREF(f->k_boundary); Py_XDECREF(f->k_layer); Py_XDECREF(f->k_outcome); Py_XDECREF(f->k_ts);
     Py_XDECREF(f->k_mono); Py_XDECREF(f->k_slug); Py_XDECREF(f->k_test_id); Py_XDECREF(f->k_add_metadata);
     Py_XDECREF(f->k_past_seed);
+    Py_XDECREF(f->k_t0_ms); Py_XDECREF(f->k_slug_utf8); Py_XDECREF(f->k_strings); Py_XDECREF(f->k_events);
+    Py_XDECREF(f->k_left); Py_XDECREF(f->k_finish);
     names_clear(&f->names);
     names_clear(&f->triples);
     for (Py_ssize_t i = 0; i < f->tids_cap; i++) PyMem_Free(f->tids[i].bytes);
@@ -2108,7 +2221,10 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
         !(f->k_mono = PyUnicode_InternFromString("mono_ns")) || !(f->k_slug = PyUnicode_InternFromString("slug")) ||
         !(f->k_test_id = PyUnicode_InternFromString("test_id")) ||
         !(f->k_add_metadata = PyUnicode_InternFromString("add_metadata")) ||
-        !(f->k_past_seed = PyUnicode_InternFromString("events_past_seed")))
+        !(f->k_past_seed = PyUnicode_InternFromString("events_past_seed")) ||
+        !(f->k_t0_ms = PyUnicode_InternFromString("t0_ms")) || !(f->k_slug_utf8 = PyUnicode_InternFromString("slug_utf8")) ||
+        !(f->k_strings = PyUnicode_InternFromString("strings")) || !(f->k_events = PyUnicode_InternFromString("events")) ||
+        !(f->k_left = PyUnicode_InternFromString("left")) || !(f->k_finish = PyUnicode_InternFromString("finish")))
         return -1;
     return 0;
 }
@@ -2124,6 +2240,10 @@ static PyMethodDef Folder_methods[] = {
      "set_event_format(rules, dumps, seed): how event writes a report's events (one rule per head field)."},
     {"event", (PyCFunction)(void (*)(void))Folder_event, METH_FASTCALL,
      "event(buf, ls, le, t0_ms, slug, strings) -> a report's event of a plain line, or None."},
+    {"events_at", (PyCFunction)(void (*)(void))Folder_events_at, METH_FASTCALL,
+     "events_at(buf, shift, lines): each (start, end, reader) line's event to its reader."},
+    {"add_llm_ms", (PyCFunction)(void (*)(void))Folder_add_llm_ms, METH_FASTCALL,
+     "add_llm_ms(slot, ms): an LLM call's duration added to the slot's time (a report's)."},
     {"take", (PyCFunction)Folder_take, METH_O, "take(slot) -> (agg, kept, head) of one test, its memory handed back."},
     {"counts", (PyCFunction)Folder_counts, METH_NOARGS, "counts() -> [(token, envelopes)] of count mode."},
     {NULL, NULL, 0, NULL},

@@ -34,16 +34,19 @@ EVIDENCE_BUDGET = _budget(os.environ.get("CVDIAG_EVIDENCE_BUDGET"))
 
 
 class Detail:
-    """Which tests a report shows whole: every one (``everything``), or those that failed,
-    are flagged or are named in ``ids``. Only those keep their whole verdict, and the
-    lines of their first ``lines`` envelopes are read again and handed to what ``reader``
-    makes for the test (given the row; ``line(buf, start, end)`` each in file order, then
-    ``finish()``), kept in the row's ``_read``; the rest keep ``facts`` of their evidence
-    (what an index row shows). ``keep``, when given, makes what is kept of each row (of
-    the row, its verdict and what the reader makes, in a form of the report's own): the
-    rows that travel back to the driver are then only what it needs. All of it happens
-    in the process that diagnoses, so the work is shared between the processes and none
-    holds every test's whole verdict."""
+    """Which tests a report shows whole: every one (``everything``), or those that failed, are
+    flagged or are named in ``ids``. Only those keep their whole verdict, and the lines
+    of their first ``lines`` envelopes are read again: ``reader`` makes an object for
+    each such test (called with the row), kept in the row's ``_read``, with ``left`` set
+    to its lines to come (``finish()`` called at once when it has none), and
+    ``reader.take(buf, shift, run)`` hands them their lines, a run at a time in file
+    order (each (start, end, the test's object), at ``buf[start - shift:end - shift]``),
+    counting ``left`` down and calling ``finish()`` after the last. The rest keep
+    ``facts`` of their evidence (what an index row shows). ``keep``, when given, makes
+    what is kept of each row (of the row, its verdict and what the reader makes, in a
+    form of the report's own): the rows that travel back to the driver are then only
+    what it needs. All of it happens in the process that diagnoses, so the work is
+    shared between the processes and none holds every test's whole verdict."""
 
     __slots__ = ("everything", "facts", "ids", "keep", "lines", "reader")  # not a dataclass: see split.Share
 
@@ -54,7 +57,7 @@ class Detail:
         everything: bool = False,
         ids: frozenset[str] = frozenset(),
         facts: tuple[str, ...] = (),
-        reader: Callable[[dict[str, Any]], Any] | None = None,
+        reader: Any = None,
         keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.lines, self.everything, self.ids, self.facts = lines, everything, ids, facts
@@ -114,13 +117,12 @@ def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float
 
 def _read_detail(share: Share, rows: Iterable[dict[str, Any]], detail: Detail) -> list[dict[str, Any]]:
     """The rows, with the envelopes of the tests ``detail`` shows read again where the
-    fold saw them (only those lines) and handed to its reader. Each row's ``fold.Kept``
+    fold saw them (only those lines) and handed to its reader, a run at a time. Each row's ``fold.Kept``
     leaves it for what the report needs of it, in plain values that cost nothing to send:
     ``_llm_ms``, and ``_read`` (what the reader made, its lines handed to it after) for a
     test shown; ``detail.keep``, when given, makes of each row what is kept of it as it
     comes, so the rows are never all held whole."""
     places: dict[int, list[tuple[int, int, Any]]] = {}
-    left: dict[Any, int] = {}  # each reader's lines not read yet: finished after its last one
     reader, keep = detail.reader, detail.keep
     out = []
     for row in rows:
@@ -128,21 +130,17 @@ def _read_detail(share: Share, rows: Iterable[dict[str, Any]], detail: Detail) -
         if reader is not None and detail.wants(row["test_id"], row["status"], row["class"]):
             read = row["_read"] = reader(row)
             at = kept.lines()
-            left[read] = len(at) // 3
+            read.left = len(at) // 3
+            if not read.left:
+                read.finish()
             for k in range(0, len(at), 3):
                 places.setdefault(at[k], []).append((at[k + 1], at[k + 2], read))
         del row["_kept"]
         row["_llm_ms"] = kept.llm_ms
         out.append(row if keep is None else keep(row))
-    for read in [read for read, n in left.items() if not n]:
-        read.finish()
     release_free_memory()  # the pass's places and blocks, before the lines shown are read
     for buf, shift, lines in share.lines_at(places):
-        for ls, le, read in lines:
-            read.line(buf, ls - shift, le - shift)
-            n = left[read] = left[read] - 1
-            if not n:  # finished as soon as it can be: what it held to sort them let go
-                read.finish()
+        reader.take(buf, shift, lines)  # each test finished as soon as it can be: what it held to sort them let go
     return out
 
 

@@ -410,7 +410,6 @@ class Fold:
             )
             self._slot_tids: list[bytes] = []  # the compiled fold's slots, in its order
             self._slot_evidence: list[Any] = []
-            self._llm_ms: dict[int, float] = {}  # slot -> LLM time, for ``kept``
 
     # -- what the compiled fold asks ------------------------------------------------------
 
@@ -447,19 +446,19 @@ class Fold:
             if agg is not None:
                 rows.append((agg[-1], tid, Agg.of(agg)))
                 if kept is not None and self.kept is not None:
-                    self.kept[tid] = Kept.of(*kept, self._llm_ms.get(slot))
+                    self.kept[tid] = Kept.of(*kept)
             if head is not None:
                 self._slot_evidence[slot].take_head(head)
         rows.sort(key=lambda row: row[0])  # in the order the tests got their rows, as the Python fold makes them
         self.aggs.update((tid, agg) for _, tid, agg in rows)
-        self._slot_tids, self._slot_evidence, self._llm_ms = [], [], {}  # ``evidence`` holds them: let go with it
+        self._slot_tids, self._slot_evidence = [], []  # ``evidence`` holds them: let go with it
 
     def _add_llm_ms(self, slot: int, env: dict[str, Any] | None) -> None:
-        self._add_llm_time(slot, _llm_ms(env))
-
-    def _add_llm_time(self, slot: int, d: float | None) -> None:
+        """An LLM answer's time, added in the compiled fold's slot in file order with
+        those it reads itself (``Kept.llm_ms``)."""
+        d = _llm_ms(env)
         if d is not None:
-            self._llm_ms[slot] = self._llm_ms.get(slot, 0.0) + d
+            self._c.add_llm_ms(slot, d)
 
     def _compiled_buffer(self, buf: Any, name: str, start: int, end: int, count: bool, base: int, block: int) -> None:
         """``buffer`` in the compiled fold: Python sees only the lines it must decide."""
@@ -488,16 +487,11 @@ class Fold:
             evidences[slot].add_body(env)
             return env
 
-        def metadata(slot: int, boundary: str, key: int, outcome: str, md: bytes, duration_ms: Any) -> None:
-            """A report's LLM answer (the compiled fold hands any other metadata to the
-            evidence itself): its metadata folded, and its duration added up."""
-            evidences[slot].add_metadata(boundary, key, outcome, orjson.loads(md), duration_ms)
-            self._add_llm_time(slot, finite_ms(duration_ms))
-
         def malformed(ms: int) -> None:
             self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
 
-        self._c.buffer(buf, start, end, block, line, body, metadata, malformed, evidences)
+        # True: a line may be folded from its metadata alone, by the compiled fold itself
+        self._c.buffer(buf, start, end, block, line, body, True, malformed, evidences)
 
     def _plain(self, boundary: bytes) -> bool:
         plain = self._head_only.get(boundary)
