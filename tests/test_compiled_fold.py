@@ -14,6 +14,8 @@ import itertools
 import json
 import os
 import sys
+from array import array
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from logkit import docker_line, every_shape, happy
 
+from cvdiag.contract import timestamps
 from cvdiag.contract.schema import JAVA_PREFIX, PREFIX
 from cvdiag.diagnosis import Evidence, Thresholds, classify
-from cvdiag.read import count, fold, sources, split
+from cvdiag.read import _diagnosing, count, fold, sources, split
 from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import resolve_sources
 from cvdiag.testing import envelope
@@ -1011,3 +1014,49 @@ def test_a_rows_slug_and_layers_read_as_each_name_decoded_alone(
     assert row["layers"] == [x for x in LAYERS if x in names] + sorted(names - set(LAYERS))
     row["layers"].append("mine")  # each row its own list
     assert agg.row(b"t-1")["layers"] == [x for x in LAYERS if x in names] + sorted(names - set(LAYERS))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    when=st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)),
+    text=st.text(alphabet="0123456789-T:.Z+_ 1٣", min_size=20, max_size=26),
+)
+@example(when=datetime(1970, 1, 1), text="2023-02-29T00:00:00.000Z")  # no such day
+@example(when=datetime(2024, 2, 29, 23, 59, 59, 999000), text="0000-01-01T00:00:00.000Z")  # no year 0
+@example(when=datetime(2026, 11, 28), text="2026-11-28T12:00:01.1_3Z")  # int() reads 1_3; no emitter wrote it
+def test_an_emitter_timestamp_is_read_in_one_call_as_ts_seconds_reads_it(when: datetime, text: str) -> None:
+    """``fold.seconds`` reads an emitter timestamp in one compiled call: the same float as
+    ``ts_seconds`` for every real UTC time, and any other text is left to ``ts_seconds``."""
+    ts = when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    ts = "0" * (24 - len(ts)) + ts  # a year before 1000, as the emitters write it
+    assert fold._CFOLD.emitter_seconds(ts) == timestamps.ts_seconds(ts) == fold.seconds(ts)
+    said = fold._CFOLD.emitter_seconds(text)
+    try:
+        expected = timestamps.ts_seconds(text)
+    except ValueError:
+        assert said is None
+        return
+    assert said is None or said == expected
+    assert fold.seconds(text) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    triples=st.lists(
+        st.tuples(st.integers(0, 3) | st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)),
+        max_size=40,
+    ),
+    before=st.sets(st.integers(0, 3), max_size=3),
+)
+def test_the_places_of_a_test_shown_are_filed_by_block_as_the_python_loop_files_them(
+    triples: list[tuple[int, int, int]], before: set[int]
+) -> None:
+    """A report files the lines of each test it shows under their block, one compiled call a
+    test (``place_lines``): the same lists, in the same order, as the Python loop, into a
+    dict that may hold other tests' blocks already."""
+    lines = memoryview(array("i", [x for t in triples for x in t])).cast("B").cast("i")
+    compiled: dict[int, list] = {b: [(0, 0, "other")] for b in before}
+    python: dict[int, list] = {b: [(0, 0, "other")] for b in before}
+    tag = object()
+    assert fold._CFOLD.place_lines(lines, compiled, tag) == _diagnosing._each_place(lines, python, tag) == len(triples)
+    assert compiled == python

@@ -21,7 +21,7 @@ from typing import Any
 from cvdiag.contract.schema import CATALOG, EDGE_HEADERS, LAYERS, OUTCOMES
 from cvdiag.contract.timestamps import order_key, ts_seconds, wire_ts
 from cvdiag.read import correlate, fold
-from cvdiag.read.fold import finite_ms
+from cvdiag.read.fold import finite_ms, seconds
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import COERCED, ENVELOPE, parse_span, restored
 from cvdiag.read.sources import Source
@@ -90,7 +90,7 @@ class _TestEvents:
     __slots__ = ("events", "joined", "left", "more", "slug", "slug_utf8", "strings", "t0_ms")
 
     def __init__(self, row: Mapping[str, Any], strings: Strings) -> None:
-        self.t0_ms = round(ts_seconds(row["first_ts"]) * 1000)
+        self.t0_ms = round(seconds(row["first_ts"]) * 1000)
         self.slug = row["slug"].split(",")[0]
         self.slug_utf8 = self.slug.encode()  # as the compiled reader compares it, once per test
         self.events: list[bytes] = []
@@ -203,7 +203,7 @@ class _Reader:
             None if llm is None else round(llm),
             r["events"],
             [strings[x] for x in r["layers"]],
-            ts_seconds(r["first_ts"]),
+            seconds(r["first_ts"]),
             reason,
             confidence,
             -1,
@@ -391,7 +391,7 @@ class _Index:
 
     def __init__(self, strings: Strings, labels: Mapping[str, str], failed: frozenset[str], start: str | None) -> None:
         self.strings, self.labels, self.failed, self.start = strings, labels, failed, start
-        self.start_s = ts_seconds(start) if start is not None else 0.0
+        self.start_s = seconds(start) if start is not None else 0.0
         self.rows: list[list[Any]] = []
         self.shown: list[dict[str, Any]] = []
         # another process's table -> its numbers in ``strings``, as ints and as event text

@@ -313,12 +313,9 @@ static int digits(const char *p, int n, int *out) {
     return 1;
 }
 
-/* Epoch seconds of an emitter timestamp YYYY-MM-DDTHH:MM:SS.mmmZ and its milliseconds;
- * 0 when it is not exactly that shape of a real UTC time (Python then decides). */
-static int emitter_ts(Folder *f, const char *t, Py_ssize_t n, int64_t *secs, int *ms) {
-    if (n != 24 || t[19] != '.' || t[23] != 'Z') return 0;
-    if (!digits(t + 20, 3, ms)) return 0;
-    if (f->sec_valid && memcmp(f->sec_bytes, t, 19) == 0) { *secs = f->sec_value; return 1; }
+/* Epoch seconds of the whole second YYYY-MM-DDTHH:MM:SS at t (19 bytes): 0 when it is not
+ * exactly that shape of a real UTC time. */
+static int whole_second(const char *t, int64_t *secs) {
     int y, mo, d, h, mi, s;
     if (t[4] != '-' || t[7] != '-' || t[10] != 'T' || t[13] != ':' || t[16] != ':') return 0;
     if (!digits(t, 4, &y) || !digits(t + 5, 2, &mo) || !digits(t + 8, 2, &d) || !digits(t + 11, 2, &h) ||
@@ -329,6 +326,16 @@ static int emitter_ts(Folder *f, const char *t, Py_ssize_t n, int64_t *secs, int
     int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     if (d > mdays[mo - 1] + (mo == 2 && leap)) return 0;
     *secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
+    return 1;
+}
+
+/* Epoch seconds of an emitter timestamp YYYY-MM-DDTHH:MM:SS.mmmZ and its milliseconds;
+ * 0 when it is not exactly that shape of a real UTC time (Python then decides). */
+static int emitter_ts(Folder *f, const char *t, Py_ssize_t n, int64_t *secs, int *ms) {
+    if (n != 24 || t[19] != '.' || t[23] != 'Z') return 0;
+    if (!digits(t + 20, 3, ms)) return 0;
+    if (f->sec_valid && memcmp(f->sec_bytes, t, 19) == 0) { *secs = f->sec_value; return 1; }
+    if (!whole_second(t, secs)) return 0;
     memcpy(f->sec_bytes, t, 19); f->sec_value = *secs; f->sec_valid = 1;
     return 1;
 }
@@ -2410,6 +2417,61 @@ static PyObject *module_read_block(PyObject *self, PyObject *args) {
     return Py_BuildValue("NNn", block, rest, n);
 }
 
+/* emitter_seconds(ts) -> timestamps.ts_seconds(ts) of an emitter timestamp (a str
+ * YYYY-MM-DDTHH:MM:SS.mmmZ of a real UTC time), the same float: its whole second plus its
+ * milliseconds / 1000.0; None for any other shape or value (ts_seconds decides). */
+static PyObject *module_emitter_seconds(PyObject *self, PyObject *arg) {
+    int64_t secs;
+    int ms;
+    if (!PyUnicode_Check(arg) || !PyUnicode_IS_ASCII(arg) || PyUnicode_GET_LENGTH(arg) != 24) Py_RETURN_NONE;
+    const char *t = (const char *)PyUnicode_DATA(arg);
+    if (t[19] != '.' || t[23] != 'Z' || !digits(t + 20, 3, &ms) || !whole_second(t, &secs)) Py_RETURN_NONE;
+    return PyFloat_FromDouble((double)secs + (double)ms / 1000.0);
+}
+
+/* place_lines(lines, places, tag) -> n: each (block, start, end) of ``lines`` (int32
+ * triples, as fold.Kept.lines gives them) appended as (start, end, tag) to places[block],
+ * a list made for a block not in the dict yet; n, the triples. */
+static PyObject *module_place_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "place_lines(lines, places: dict, tag)");
+        return NULL;
+    }
+    Py_buffer v;
+    if (PyObject_GetBuffer(args[0], &v, PyBUF_SIMPLE) < 0) return NULL;
+    const int32_t *t = v.buf;
+    Py_ssize_t n = v.len / (Py_ssize_t)(3 * sizeof(int32_t));
+    PyObject *places = args[1], *tag = args[2], *list = NULL;
+    int32_t block = 0;
+    for (Py_ssize_t k = 0; k < n; k++, t += 3) {
+        if (list == NULL || t[0] != block) { /* most lines of a test share a block with the one before */
+            block = t[0];
+            PyObject *key = PyLong_FromLong(block);
+            if (!key) goto fail;
+            list = PyDict_GetItemWithError(places, key); /* borrowed: the dict keeps it */
+            if (!list && !PyErr_Occurred()) {
+                PyObject *fresh = PyList_New(0);
+                if (fresh && PyDict_SetItem(places, key, fresh) < 0) Py_CLEAR(fresh);
+                Py_XDECREF(fresh); /* the dict holds it */
+                list = fresh;
+            }
+            Py_DECREF(key);
+            if (!list) goto fail;
+            if (!PyList_Check(list)) { PyErr_SetString(PyExc_TypeError, "places holds lists"); goto fail; }
+        }
+        PyObject *line = Py_BuildValue("(iiO)", t[1], t[2], tag);
+        if (!line) goto fail;
+        int rc = PyList_Append(list, line);
+        Py_DECREF(line);
+        if (rc < 0) goto fail;
+    }
+    PyBuffer_Release(&v);
+    return PyLong_FromSsize_t(n);
+fail:
+    PyBuffer_Release(&v);
+    return NULL;
+}
+
 /* unpack_places(packed) -> the bytes of int32 triples (block, start, end) that
  * keep_place packed, in the order it met them; ValueError when they are cut short. */
 static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
@@ -2468,6 +2530,10 @@ static PyMethodDef module_methods[] = {
     {"reuse_block_memory", module_reuse_block_memory, METH_NOARGS,
      "reuse_block_memory() -> whether the C allocator now keeps big blocks for reuse (glibc only)."},
     {"newlines", module_newlines, METH_O, "newlines(buffer) -> how many newline bytes it holds."},
+    {"emitter_seconds", module_emitter_seconds, METH_O,
+     "emitter_seconds(ts) -> ts_seconds(ts) of an emitter timestamp, or None for another shape (ts_seconds decides)."},
+    {"place_lines", (PyCFunction)(void (*)(void))module_place_lines, METH_FASTCALL,
+     "place_lines(lines, places, tag) -> n: each (block, start, end) int32 triple as (start, end, tag) in places[block]."},
     {"unpack_places", module_unpack_places, METH_O,
      "unpack_places(packed) -> the bytes of the int32 triples (block, start, end) a folder kept packed."},
     {"release_free_memory", module_release_free_memory, METH_NOARGS,

@@ -129,12 +129,9 @@ def _read_detail(share: Share, rows: Iterable[dict[str, Any]], detail: Detail) -
         kept = row["_kept"]
         if reader is not None and detail.wants(row["test_id"], row["status"], row["class"]):
             read = row["_read"] = reader(row)
-            at = kept.lines()
-            read.left = len(at) // 3
+            read.left = _place_lines(kept.lines(), places, read)
             if not read.left:
                 read.finish()
-            for k in range(0, len(at), 3):
-                places.setdefault(at[k], []).append((at[k + 1], at[k + 2], read))
         del row["_kept"]
         row["_llm_ms"] = kept.llm_ms
         out.append(row if keep is None else keep(row))
@@ -142,6 +139,19 @@ def _read_detail(share: Share, rows: Iterable[dict[str, Any]], detail: Detail) -
     for buf, shift, lines in share.lines_at(places):
         reader.take(buf, shift, lines)  # each test finished as soon as it can be: what it held to sort them let go
     return out
+
+
+def _each_place(lines: Any, places: dict[int, list[tuple[int, int, Any]]], tag: Any) -> int:
+    """Each (block, start, end) of ``lines`` as (start, end, ``tag``) in ``places[block]``;
+    how many. One compiled call when there is the compiled fold (``place_lines``)."""
+    for k in range(0, len(lines), 3):
+        places.setdefault(lines[k], []).append((lines[k + 1], lines[k + 2], tag))
+    return len(lines) // 3
+
+
+_place_lines: Callable[[Any, dict[int, list[tuple[int, int, Any]]], Any], int] = (
+    fold.CFOLD.place_lines if fold.CFOLD is not None else _each_place
+)
 
 
 class _Judge:
