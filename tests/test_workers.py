@@ -169,19 +169,23 @@ from cvdiag.read.split import run_parts
 from cvdiag.read.sources import reuse_block_memory
 if sys.argv[1] == "cli":
     reuse_block_memory()
+shares = [range(3), range(4)][: int(sys.argv[2])]
 before = gc.get_freeze_count()
-results = run_parts(list, [range(3), range(4)], 2)
+results = run_parts(list, shares, len(shares))
 print(gc.get_freeze_count() - before >= len(results) + 2, gc.isenabled())
 """
 
 
+@pytest.mark.parametrize("shares", [1, 2])
 @pytest.mark.parametrize(("process", "frozen"), [("cli", "True"), ("library", "False")])
-def test_the_results_a_cli_takes_in_are_frozen_a_library_callers_are_not(process: str, frozen: str) -> None:
-    """The CLI's own process freezes what it took in (the collector never walks those rows
-    again: they live until the command ends); a host that calls the read side keeps its
-    collector as it was."""
+def test_the_results_a_cli_takes_in_are_frozen_a_library_callers_are_not(
+    process: str, frozen: str, shares: int
+) -> None:
+    """The CLI's own process freezes what its shares made, its own included and with one
+    share alone (the collector never walks those rows again: they live until the command
+    ends); a host that calls the read side keeps its collector as it was."""
     r = subprocess.run(
-        [sys.executable, "-c", _FROZEN, process], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", _FROZEN, process, str(shares)], capture_output=True, text=True, timeout=60, check=False
     )
     assert (r.returncode, r.stdout) == (0, f"{frozen} True\n"), r.stderr[-2000:]
 

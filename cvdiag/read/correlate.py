@@ -82,7 +82,7 @@ def scan_tests(
         work, tasks = diagnose_share, [Diagnosing(share, slow_s, log_end, keep_json, detail) for share in shares]
     else:
         work, tasks = fold.aggregate_share, shares
-    results = split.run_parts(work, tasks, parts) if parts > 1 else [work(tasks[0])]
+    results = split.run_parts(work, tasks, parts)
     tally = Tally()
     for _, part_tally, _ in results:
         tally.merge(part_tally)
