@@ -395,6 +395,20 @@ def test_the_read_side_imports_neither_starlette_nor_structlog_nor_rich() -> Non
     assert out.strip() == "[]"
 
 
+@pytest.mark.parametrize("command", [["tests"], ["report", "-o", "page.html"], ["stats"]])
+def test_a_command_in_one_process_never_loads_the_process_pool(tmp_path: Path, command: list[str]) -> None:
+    """``multiprocessing`` and ``pickle`` cost a one-process command 25 M instructions of
+    start-up (a tenth of it): only a command that forks workers loads them."""
+    log = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in (*happy(), *aborted())])
+    code = (
+        "import sys\nfrom cvdiag.face.cli import main\n"
+        f"code = main([*{command!r}, '-j', '1', {str(log)!r}])\n"
+        "print(code, sorted(m for m in ('multiprocessing', 'pickle') if m in sys.modules), file=sys.stderr)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert r.stderr.splitlines()[-1] == "0 []", r.stderr[-2000:]
+
+
 def test_sse_events_read_from_their_head_give_the_verdict_a_full_parse_gives(tmp_path: Path) -> None:
     events = [envelope(TID_OK, "backend.sse.event", 0.6 + i / 100, metadata={"sequence_num": i}) for i in range(5)]
     envs = [*happy(), *events, *aborted()]

@@ -61,14 +61,14 @@ def run_parts(work: Callable[[Any], _Result], shares: Iterable[Any], jobs: int) 
     after-fork code, which runs the command's handler and ignores what it raises: the
     worker lived on, and ``terminate`` waited for it forever (once in about 700 pools,
     in a test that makes hundreds)."""
-    import multiprocessing  # only here: they cost start-up time
-    import pickle
-
     shares = list(shares)
     if len(shares) < 2:
         results = [work(share) for share in shares]
         _kept_until_the_end()
         return results
+    import multiprocessing  # only here: they cost start-up time (25 M instructions)
+    import pickle
+
     first, rest = shares[0], shares[1:]
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
