@@ -154,9 +154,9 @@ class _Reader:
     details, that test's ``_TestEvents``; then, for every row, what the page keeps of it
     (``keep``). Names are numbered in ``strings`` (a process of its own numbers them in
     its copy, which the rows and events it sends carry along); ``take`` hands the tests
-    their lines (``_take_lines``). A reason many rows give
-    alike ("No failure found (46 events; HTTP 200).") is kept once (``reasons``), so it
-    is sent and held once: up to ``_MAX_REASONS`` of them."""
+    their lines (``_take_lines``). A reason many rows give alike ("No failure found (46
+    events; HTTP 200).") is kept once (``reasons``), so it is sent and held once: up to
+    ``_MAX_REASONS`` of them."""
 
     __slots__ = ("reasons", "strings")
 

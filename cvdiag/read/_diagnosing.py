@@ -34,12 +34,12 @@ EVIDENCE_BUDGET = _budget(os.environ.get("CVDIAG_EVIDENCE_BUDGET"))
 
 
 class Detail:
-    """Which tests a report shows whole: every one (``everything``), or those that failed, are
-    flagged or are named in ``ids``. Only those keep their whole verdict, and the lines
-    of their first ``lines`` envelopes are read again: ``reader`` makes an object for
-    each such test (called with the row), kept in the row's ``_read``, with ``left`` set
-    to its lines to come (``finish()`` called at once when it has none), and
-    ``reader.take(buf, shift, run)`` hands them their lines, a run at a time in file
+    """Which tests a report shows whole: every one (``everything``), or those that
+    failed, are flagged or are named in ``ids``. Only those keep their whole verdict,
+    and the lines of their first ``lines`` envelopes are read again: ``reader`` makes an
+    object for each such test (called with the row), kept in the row's ``_read``, with
+    ``left`` set to its lines to come (``finish()`` called at once when it has none),
+    and ``reader.take(buf, shift, run)`` hands them their lines, a run at a time in file
     order (each (start, end, the test's object), at ``buf[start - shift:end - shift]``),
     counting ``left`` down and calling ``finish()`` after the last. The rest keep
     ``facts`` of their evidence (what an index row shows). ``keep``, when given, makes
@@ -117,11 +117,11 @@ def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float
 
 def _read_detail(share: Share, rows: Iterable[dict[str, Any]], detail: Detail) -> list[dict[str, Any]]:
     """The rows, with the envelopes of the tests ``detail`` shows read again where the
-    fold saw them (only those lines) and handed to its reader, a run at a time. Each row's ``fold.Kept``
-    leaves it for what the report needs of it, in plain values that cost nothing to send:
-    ``_llm_ms``, and ``_read`` (what the reader made, its lines handed to it after) for a
-    test shown; ``detail.keep``, when given, makes of each row what is kept of it as it
-    comes, so the rows are never all held whole."""
+    fold saw them (only those lines) and handed to its reader, a run at a time. Each
+    row's ``fold.Kept`` leaves it for what the report needs of it, in plain values that
+    cost nothing to send: ``_llm_ms``, and ``_read`` (what the reader made, its lines
+    handed to it after) for a test shown; ``detail.keep``, when given, makes of each row
+    what is kept of it as it comes, so the rows are never all held whole."""
     places: dict[int, list[tuple[int, int, Any]]] = {}
     reader, keep = detail.reader, detail.keep
     out = []
