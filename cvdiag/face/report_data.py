@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from cvdiag.contract.schema import CATALOG, EDGE_HEADERS, LAYERS, OUTCOMES
-from cvdiag.contract.timestamps import order_key, ts_seconds, wire_ts
+from cvdiag.contract.timestamps import order_key, wire_ts
 from cvdiag.read import correlate, fold
 from cvdiag.read.fold import finite_ms, seconds
 from cvdiag.read.jsonout import dumps
@@ -294,7 +294,7 @@ def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> 
     """One envelope as its sort key (``_sort_key``) then its compact JSON, from which the
     page rebuilds the whole envelope; ``strings`` told when it names more than the seed."""
     ts = env["ts"]
-    ts_s = ts_seconds(ts)
+    ts_s = seconds(ts)
     ms = round(ts_s * 1000)
     offset: float = ms - t0_ms
     rest: dict[str, Any] = {}

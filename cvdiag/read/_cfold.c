@@ -330,13 +330,14 @@ static int whole_second(const char *t, int64_t *secs) {
 }
 
 /* Epoch seconds of an emitter timestamp YYYY-MM-DDTHH:MM:SS.mmmZ and its milliseconds;
- * 0 when it is not exactly that shape of a real UTC time (Python then decides). */
+ * 0 when it is not exactly that shape of a real UTC time (Python then decides). ``f``
+ * remembers the last whole second read (NULL: none). */
 static int emitter_ts(Folder *f, const char *t, Py_ssize_t n, int64_t *secs, int *ms) {
     if (n != 24 || t[19] != '.' || t[23] != 'Z') return 0;
     if (!digits(t + 20, 3, ms)) return 0;
-    if (f->sec_valid && memcmp(f->sec_bytes, t, 19) == 0) { *secs = f->sec_value; return 1; }
+    if (f && f->sec_valid && memcmp(f->sec_bytes, t, 19) == 0) { *secs = f->sec_value; return 1; }
     if (!whole_second(t, secs)) return 0;
-    memcpy(f->sec_bytes, t, 19); f->sec_value = *secs; f->sec_valid = 1;
+    if (f) { memcpy(f->sec_bytes, t, 19); f->sec_value = *secs; f->sec_valid = 1; }
     return 1;
 }
 
@@ -2423,9 +2424,9 @@ static PyObject *module_read_block(PyObject *self, PyObject *args) {
 static PyObject *module_emitter_seconds(PyObject *self, PyObject *arg) {
     int64_t secs;
     int ms;
-    if (!PyUnicode_Check(arg) || !PyUnicode_IS_ASCII(arg) || PyUnicode_GET_LENGTH(arg) != 24) Py_RETURN_NONE;
-    const char *t = (const char *)PyUnicode_DATA(arg);
-    if (t[19] != '.' || t[23] != 'Z' || !digits(t + 20, 3, &ms) || !whole_second(t, &secs)) Py_RETURN_NONE;
+    if (!PyUnicode_Check(arg) || !PyUnicode_IS_ASCII(arg) ||
+        !emitter_ts(NULL, (const char *)PyUnicode_DATA(arg), PyUnicode_GET_LENGTH(arg), &secs, &ms))
+        Py_RETURN_NONE;
     return PyFloat_FromDouble((double)secs + (double)ms / 1000.0);
 }
 
