@@ -208,10 +208,10 @@ _WRONG_KEYS = [
     ("backend.tool.call.start", {"tool_name": 3, "call_id": {}, "source": ["mcp"], "args_chars": 1.5,
                                  "args_hash": "3f2a9c1z"},
      ["metadata tool_name is not a string", "metadata call_id is not a string",
-      "metadata source is not one of wire, mcp, hook, scope", "metadata args_chars is not a count (int >= 0)",
+      "metadata source is not one of wire, mcp, hook, scope, otel", "metadata args_chars is not a count (int >= 0)",
       "metadata args_hash is not 8 hex digits"]),
     ("backend.tool.call.response", {"source": "llm", "error_kind": "crashed", "result_chars": "64"},
-     ["metadata source is not one of wire, mcp, hook, scope", "metadata result_chars is not a count (int >= 0)",
+     ["metadata source is not one of wire, mcp, hook, scope, otel", "metadata result_chars is not a count (int >= 0)",
       "metadata error_kind is not one of raised, reported, protocol, transport, timeout"]),
 ]  # fmt: skip
 

@@ -159,11 +159,19 @@ LLM_APIS: tuple[str, ...] = (
     "generate_content",
     "other",
 )
-LLM_SOURCES: tuple[str, ...] = ("http", "scope")
+LLM_SOURCES: tuple[str, ...] = ("http", "scope", "otel")
 #: The HTTP client library that carried an LLM call (section 3, "More keys on LLM lines").
 LLM_CLIENTS: tuple[str, ...] = ("httpx", "httpx2", "aiohttp", "urllib3", "http.client")
 #: Where a tool call was seen, and how a failed one failed (section 3, "Tool calls").
-TOOL_SOURCES: tuple[str, ...] = ("wire", "mcp", "hook", "scope")
+TOOL_SOURCES: tuple[str, ...] = ("wire", "mcp", "hook", "scope", "otel")
+#: Where an agent run, a tool call's kind and an output check were seen (section 9, extension).
+AGENT_SOURCES: tuple[str, ...] = ("scope", "otel")
+TOOL_KINDS: tuple[str, ...] = ("function", "mcp", "agent", "other")
+#: The convention family a span was read with (section 9): ``otel_convention``'s values
+#: other than a framework's own name.
+OTEL_CONVENTIONS: tuple[str, ...] = ("genai", "openinference", "openllmetry")
+#: ``stderr_tail`` of an MCP server (its last lines of standard error) is cut to this.
+STDERR_TAIL_MAX_CHARS = 512
 TOOL_ERROR_KINDS: tuple[str, ...] = ("raised", "reported", "protocol", "transport", "timeout")
 #: tool_names holds at most this many names, each cut to LLM_TEXT_MAX_CHARS.
 TOOL_NAMES_MAX = 8
@@ -192,6 +200,15 @@ _LLM_RESPONSE_KEYS = (
 )
 #: Tool calls (section 3, extension): keys of start and response.
 _TOOL_CALL_KEYS = ("tool_name", "call_id", "source", "server")
+#: Read from an OpenTelemetry span (section 9, extension): which convention said it.
+_OTEL_KEYS = ("otel_convention",)
+#: A tool call's response, when a span or a framework's hook saw it (section 9, extension):
+#: what kind of tool, the exception's class, whether the framework handed the error back
+#: to the model, and an MCP server's last lines of standard error.
+_TOOL_RESPONSE_EXTRA = ("kind", "error_class", "handed_back", "stderr_tail", *_OTEL_KEYS)
+#: An agent run's end, when a span saw it (section 9, extension): its turns and the
+#: framework's own limit that ended it (name and value).
+_AGENT_EXIT_EXTRA = ("agent_name", "source", "turns", "limit_name", "limit_value", *_OTEL_KEYS)
 
 # Extension keys (section 3) are listed with their boundary: they are optional.
 _BUILTIN: tuple[Boundary, ...] = (
@@ -221,15 +238,74 @@ _BUILTIN: tuple[Boundary, ...] = (
         "ttft_ms",
         *_LLM_CALL_KEYS,
         *_LLM_RESPONSE_KEYS,
+        *_OTEL_KEYS,
     ),
     _b("backend.sse.first_byte", _V, "delta_ms_from_ingress"),
     _b("backend.sse.event", _X, "event_type", "payload_size_bytes", "sequence_num"),
     _b("backend.sse.aborted", _D, "termination_kind", "bytes_before_abort"),
-    _b("backend.agent.exit", _D, "terminal_outcome", "total_duration_ms", "error_class", "error_message"),
+    _b(
+        "backend.agent.exit",
+        _D,
+        "terminal_outcome",
+        "total_duration_ms",
+        "error_class",
+        "error_message",
+        *_AGENT_EXIT_EXTRA,
+    ),
+    # An agent's structured output checked against its schema (section 9, extension).
+    _b(
+        "backend.agent.output",
+        _V,
+        "agent_name",
+        "valid",
+        "schema_name",
+        "attempts",
+        "error_class",
+        "error_excerpt",
+        "source",
+        *_OTEL_KEYS,
+    ),
     _b("backend.tool.call.start", _V, *_TOOL_CALL_KEYS, "args_chars", "args_hash"),
-    _b("backend.tool.call.response", _V, *_TOOL_CALL_KEYS, "result_chars", "error_kind", "error_excerpt"),
-    _b("backend.response.complete", _D, "http_status", "content_length", "total_duration_ms", "sse_event_count"),
-    _b("backend.error.caught", _D, "exception_type", "message_scrubbed", "stack_brief", "truncated"),
+    _b(
+        "backend.tool.call.response",
+        _V,
+        *_TOOL_CALL_KEYS,
+        "result_chars",
+        "error_kind",
+        "error_excerpt",
+        *_TOOL_RESPONSE_EXTRA,
+    ),
+    # A tool server started and initialised (MCP over stdio; section 9, extension).
+    _b(
+        "backend.tool.server.start",
+        _V,
+        "server",
+        "transport",
+        "command",
+        "error_class",
+        "error_excerpt",
+        "stderr_tail",
+    ),
+    _b(
+        "backend.response.complete",
+        _D,
+        "http_status",
+        "content_length",
+        "total_duration_ms",
+        "sse_event_count",
+        "source",
+        *_OTEL_KEYS,
+    ),
+    _b(
+        "backend.error.caught",
+        _D,
+        "exception_type",
+        "message_scrubbed",
+        "stack_brief",
+        "truncated",
+        "source",
+        *_OTEL_KEYS,
+    ),
     _b("probe.start", _V, "url", "viewport"),
     _b("probe.navigate.complete", _V, "url", "nav_ms", "http_status"),
     _b("probe.message.send", _D, "message_index", "char_count", "demo"),
@@ -274,7 +350,14 @@ CATALOG: Mapping[str, Boundary] = MappingProxyType({b.name: b for b in _BUILTIN 
 
 #: Tier promotion (section 3, extension): these boundaries are written at the default
 #: tier too when their outcome is a failure (failures are rare and are the evidence).
-PROMOTED_ON_FAILURE: frozenset[str] = frozenset({"backend.llm.call.response", "backend.tool.call.response"})
+PROMOTED_ON_FAILURE: frozenset[str] = frozenset(
+    {
+        "backend.llm.call.response",
+        "backend.tool.call.response",
+        "backend.agent.output",
+        "backend.tool.server.start",
+    }
+)
 
 
 def written_at(boundary: Boundary, outcome: str | None) -> Tier:
