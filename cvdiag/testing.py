@@ -107,6 +107,9 @@ def reset() -> None:
     tool_wire = sys.modules.get("cvdiag.write._tool_wire")
     if tool_wire is not None:
         tool_wire.memory.reset()
+    calls_seen = sys.modules.get("cvdiag.write._calls_seen")
+    if calls_seen is not None:
+        calls_seen.reset()
     emitter.state.reset()
 
 

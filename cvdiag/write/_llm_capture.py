@@ -35,7 +35,7 @@ from typing import Any
 import anyio
 
 from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, Tier
-from cvdiag.write import _mcp_capture
+from cvdiag.write import _calls_seen, _mcp_capture
 from cvdiag.write._errors import is_cancelled
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write._llm_stream import AnswerReader
@@ -346,6 +346,7 @@ class Exchange:
                 fields.update(
                     watch.response_fields(outcome == "ok" and self.reader is not None and self.reader.readable)
                 )
+            _calls_seen.note(self.ctx.test_id, "llm", None, self.start_ns)
             if self.scope is None or not self.scope.enrich(fields, self.first_output_ns):
                 latency = fields["latency_ms"]
                 _emit_as(self.ctx, "backend.llm.call.response", fields, outcome=outcome, duration_ms=latency)

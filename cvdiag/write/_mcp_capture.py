@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cvdiag.contract.schema import TOOL_EXCERPT_MAX_CHARS
+from cvdiag.write import _calls_seen
 from cvdiag.write._errors import is_cancelled
 from cvdiag.write._tool_failures import HEAD_CHARS
 from cvdiag.write._tool_wire import args_hash
@@ -179,6 +180,7 @@ def _response(
     excerpt: str | None,
 ) -> None:
     outcome = "ok" if error_kind is None else "timeout" if error_kind == "timeout" else "err"
+    _calls_seen.note(ctx.test_id, "tool", _clip(tool), start_ns)
     emit_as(
         ctx,
         "backend.tool.call.response",

@@ -566,6 +566,7 @@ class Memory:
 
     __slots__ = (
         "by_name",
+        "claimed",
         "conversations",
         "lock",
         "pending",
@@ -585,6 +586,8 @@ class Memory:
         self.waiting: dict[str, int] = {}
         #: test id -> its conversations, most recent last.
         self.conversations: OrderedDict[str, list[_Conversation]] = OrderedDict()
+        #: (test id, call id) of asked calls a span wrote the response of (``claim``).
+        self.claimed: OrderedDict[tuple[str, str], None] = OrderedDict()
         #: Request bodies not read (too big, malformed), bytes not read again, results of no known call.
         self.skipped_bodies = 0
         self.skipped_bytes = 0
@@ -596,6 +599,7 @@ class Memory:
             self.by_name.clear()
             self.waiting.clear()
             self.conversations.clear()
+            self.claimed.clear()
             self.skipped_bodies = self.skipped_bytes = self.unpaired = 0
 
     # -- the answer asked --------------------------------------------------------------
@@ -649,6 +653,29 @@ class Memory:
                     del self.by_name[(test_id, result.name)]
                 return found
         return None
+
+    def claim(self, test_id: str, call_id: str | None, name: str | None) -> str | None:
+        """An asked call whose tool a span saw end (by call id, else the oldest of that
+        name): its call id, and the span writes its response, so the result that comes
+        back later writes none. None when no asked call of this test matches."""
+        if not self.waiting.get(test_id):
+            return None
+        with self.lock:
+            found = self.pending.pop((test_id, call_id), None) if call_id is not None else None
+            if found is None and name is not None:
+                key = next((k for k, p in self.pending.items() if k[0] == test_id and p.name == name), None)
+                found = self.pending.pop(key) if key is not None else None
+                if found is None:
+                    found = self._take(test_id, _Result(None, name, None))
+                    if found is not None:
+                        return found.call_id
+            if found is None or found.call_id is None:
+                return None
+            self._wait(test_id, -1)
+            self.claimed[(test_id, found.call_id)] = None
+            while len(self.claimed) > PENDING_MAX:
+                self.claimed.popitem(last=False)
+            return found.call_id
 
     def abandon(self, test_id: str, owner: object, error_kind: str, now_ns: int) -> list[_Line]:
         """The backend.tool.call.response lines (outcome ``timeout``) of the calls asked in
@@ -713,7 +740,8 @@ class Memory:
             for n, result in enumerate(results):
                 pending = self._take(test_id, result) if last.get(result.call_id, n) == n else None
                 if pending is None:
-                    self.unpaired += 1
+                    if self.claimed.pop((test_id, result.call_id or ""), False) is False:
+                        self.unpaired += 1  # neither an asked call nor a span's answered it
                     continue
                 lines.append(result_line(pending, result, now))
         return lines

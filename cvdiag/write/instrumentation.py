@@ -117,6 +117,7 @@ def instrument(
     botocore: bool | None = None,
     llm: bool | None = None,
     heartbeat_s: float | None = None,
+    otel: bool | None = None,
 ) -> dict[str, str]:
     """Instrument every supported HTTP client that is installed: the allow-listed headers
     (the test id first) go out on every request, and LLM calls write backend.llm.call.*.
@@ -129,6 +130,10 @@ def instrument(
     ``uninstrument()``. Returns each client's state: ``on``, ``pending`` (patched when
     first imported), ``off``, ``missing`` (not installed) or ``failed`` (a version whose
     internals cvdiag does not know; counted in ``cvdiag.stats()["internal_errors"]``).
+
+    ``otel`` (on unless ``CVDIAG_INSTRUMENT_OFF`` names ``otel``): the spans frameworks
+    finish inside a request become envelopes (``cvdiag.write._otel_spans``), once the app
+    imports OpenTelemetry and where its SDK is installed; its state is ``otel``'s.
     """
     if llm is None:
         llm = (os.environ.get(_LLM_SWITCH) or "").strip().lower() not in _FALSE
@@ -158,7 +163,43 @@ def instrument(
             states["botocore"] = states["urllib3"]
         else:
             states["botocore"] = "off"
+        if otel is None:
+            otel = "otel" not in (os.environ.get(_OFF_ENV) or "").lower().replace(" ", "").split(",")
+        states["otel"] = _otel(otel)
     return states
+
+
+def _otel(on: bool) -> str:
+    """Spans in the process: cvdiag's span processor on the app's provider once it imports
+    OpenTelemetry, and its tracing processor in the OpenAI Agents SDK once imported."""
+    if not on:
+        _stop_otel()
+        return "off"
+    from cvdiag.write import _span_evidence
+
+    _span_evidence.switch.on = True
+
+    def install_tap() -> None:
+        from cvdiag.write import _otel_spans
+
+        _otel_spans.attach()
+
+    def install_agents() -> None:
+        _span_evidence.register_agents_tap()
+
+    if importlib.util.find_spec("agents") is not None:
+        _when_imported("agents", install_agents)
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        return "missing"
+    return _when_imported("opentelemetry.trace", install_tap)
+
+
+def _stop_otel() -> None:
+    _after_import.waiting.pop("opentelemetry.trace", None)
+    _after_import.waiting.pop("agents", None)
+    evidence = sys.modules.get("cvdiag.write._span_evidence")
+    if evidence is not None:
+        evidence.switch.on = False
 
 
 def _aiohttp(on: bool, llm: bool) -> str:
@@ -200,5 +241,6 @@ def uninstrument() -> None:
         uninstrument_httpx()
         _uninstall("aiohttp", "cvdiag.write._aiohttp_capture")
         _uninstall("urllib3", "cvdiag.write._urllib3_capture")
+        _stop_otel()
         if _after_import in sys.meta_path and not _after_import.waiting:
             sys.meta_path.remove(_after_import)
