@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cvdiag.write import scrubber
-from cvdiag.write.scrubber import REDACTED, SCAN_LIMIT, is_sensitive_key, scrub, scrub_tree
+from cvdiag.contract import scrubber
+from cvdiag.contract.scrubber import REDACTED, SCAN_LIMIT, is_sensitive_key, scrub, scrub_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cvdiag.write.scrubber import scrub
+from cvdiag.contract.scrubber import scrub
 
 ROOT = Path(__file__).resolve().parent.parent
 

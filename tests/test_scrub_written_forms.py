@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cvdiag.write.scrubber import REDACTED, scrub
+from cvdiag.contract.scrubber import REDACTED, scrub
 
 #: What a secret looks like to these tests: letters and digits, long enough to matter.
 SECRETS = st.text(alphabet="abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=10, max_size=48)

@@ -25,8 +25,8 @@ from starlette.routing import Mount, Route
 
 import cvdiag
 from cvdiag.contract.schema import BACKEND_TERMINALS
+from cvdiag.contract.scrubber import scrub
 from cvdiag.diagnosis import diagnose
-from cvdiag.write.scrubber import scrub
 
 
 async def lookup_user(request: Request) -> JSONResponse:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import score_scrub  # noqa: E402
 
-from cvdiag.write import scrubber as new  # noqa: E402
+from cvdiag.contract import scrubber as new  # noqa: E402
 
 
 def _load_old(package_dir: Path) -> ModuleType:

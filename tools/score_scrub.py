@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cvdiag.write import scrubber as scrub_module  # noqa: E402
-from cvdiag.write.scrubber import scrub  # noqa: E402
+from cvdiag.contract import scrubber as scrub_module  # noqa: E402
+from cvdiag.contract.scrubber import scrub  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "scrub_corpus.jsonl"
 MIN_REMOVED = 0.99

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from cvdiag.contract.schema import EDGE_HEADERS, JSON_INT_MAX, JSON_INT_MIN
-from cvdiag.write.scrubber import REDACTED
+from cvdiag.contract.scrubber import REDACTED
 
 TRUNCATED_OBJECT = "[truncated]"
 #: The edge headers of a line about a request that sent none (most lines).

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
+from cvdiag.contract.scrubber import scrub
 from cvdiag.write._caps import without_surrogates
-from cvdiag.write.scrubber import scrub
 
 #: What ends a request, a scope or an LLM exchange by cancellation rather than failure: a
 #: task cancelled (client gone, timeout, shutdown) or a generator closed before its end.

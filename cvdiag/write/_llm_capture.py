@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 
 from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, Tier
+from cvdiag.contract.scrubber import scrub_clipped
 from cvdiag.write import _calls_seen, _mcp_capture
 from cvdiag.write._errors import is_cancelled
 from cvdiag.write._heartbeat import scheduler
@@ -44,7 +45,6 @@ from cvdiag.write.context import RequestContext, current_context, new_context
 from cvdiag.write.emitter import active_tier, count_internal_error, emit_as, is_enabled, note_internal_error
 from cvdiag.write.llm_routes import LLMRoute, recognise
 from cvdiag.write.scopes import LLMCall, current_llm_call
-from cvdiag.write.scrubber import scrub_clipped
 
 __all__ = ["Exchange", "begin", "send_async", "send_sync", "set_heartbeat_s"]
 

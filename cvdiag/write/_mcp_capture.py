@@ -42,13 +42,13 @@ from collections.abc import Callable
 from typing import Any
 
 from cvdiag.contract.schema import TOOL_EXCERPT_MAX_CHARS
+from cvdiag.contract.scrubber import scrub_clipped
 from cvdiag.write import _calls_seen
 from cvdiag.write._errors import is_cancelled
 from cvdiag.write._tool_failures import HEAD_CHARS
 from cvdiag.write._tool_wire import args_hash
 from cvdiag.write.context import RequestContext, current_context, new_context
 from cvdiag.write.emitter import count_internal_error, emit_as, is_enabled, note_internal_error
-from cvdiag.write.scrubber import scrub_clipped
 
 __all__ = ["McpExchange", "begin", "install_session", "uninstall_session"]
 

@@ -31,11 +31,11 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, TOOL_EXCERPT_MAX_CHARS, TOOL_NAMES_MAX
+from cvdiag.contract.scrubber import scrub_clipped
 from cvdiag.write._output_schema import ANSWER_CAP, Schema, requested
 from cvdiag.write._tool_failures import HEAD_CHARS, is_failure
 from cvdiag.write.context import RequestContext
 from cvdiag.write.emitter import emit_as, note_internal_error
-from cvdiag.write.scrubber import scrub_clipped
 
 __all__ = [
     "NEW_BYTES_MAX",

@@ -37,12 +37,12 @@ from cvdiag.contract.schema import (
     lookup_now,
     written_at,
 )
+from cvdiag.contract.scrubber import is_sensitive_key, scrub, scrub_clipped, scrub_tree, scrub_values_of
 from cvdiag.contract.timestamps import wire_ts
 from cvdiag.write import config
 from cvdiag.write._caps import NO_EDGE_HEADERS, render_capped
 from cvdiag.write._writer import Writer
 from cvdiag.write.context import RequestContext, bind, context_now, current_context, resolve_slug, unbind
-from cvdiag.write.scrubber import is_sensitive_key, scrub, scrub_clipped, scrub_tree, scrub_values_of
 from cvdiag.write.sinks import FileSink, Sink, StdoutSink
 
 log = logging.getLogger("cvdiag")

@@ -19,12 +19,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cvdiag.contract.compiled import compiled_module
 from cvdiag.contract.ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from cvdiag.contract.schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
+from cvdiag.contract.scrubber import SCAN_LIMIT, scrub_clipped
 from cvdiag.write import config
 from cvdiag.write._errors import error_metadata, is_cancelled
 from cvdiag.write._inflight import InFlight
 from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind_now, make_context, resolve_slug, unbind
 from cvdiag.write.emitter import NO_EDGE_HEADERS, elapsed_ms, emit_edge, note_internal_error
-from cvdiag.write.scrubber import SCAN_LIMIT, scrub_clipped
 
 #: The defaults of ``CvdiagMiddleware``'s options.
 DEFAULT_TEST_ID_HEADER = TEST_ID_HEADER

@@ -17,11 +17,11 @@ from types import TracebackType
 from typing import Any
 
 from cvdiag.contract.schema import AGENT_ERROR_MESSAGE_MAX_CHARS, Tier
+from cvdiag.contract.scrubber import scrub_clipped
 from cvdiag.write._errors import is_cancelled
 from cvdiag.write._heartbeat import scheduler
 from cvdiag.write.context import bind, current_context, new_context, unbind
 from cvdiag.write.emitter import active_tier, elapsed_ms, emit, is_enabled
-from cvdiag.write.scrubber import scrub_clipped
 
 #: The ``LLMCall`` of the innermost open ``llm_call``: an HTTP exchange recognised as an
 #: LLM call inside it enriches it instead of writing a call of its own.

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from cvdiag.write import _scrub_patterns as p
-from cvdiag.write._scrub_patterns import is_sensitive_key, words
+from cvdiag.contract import _scrub_patterns as p
+from cvdiag.contract._scrub_patterns import is_sensitive_key, words
 
 __all__ = ["REDACTED", "SCAN_LIMIT", "is_sensitive_key", "scrub", "scrub_clipped", "scrub_tree", "scrub_values_of"]
 
