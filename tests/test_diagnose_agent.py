@@ -10,6 +10,7 @@ import pickle
 import random
 
 import pytest
+from frameworkkit import need
 
 from cvdiag.diagnosis import CLASSES, Thresholds, diagnose
 from cvdiag.diagnosis._causes import WORDS, cause_of, finish_cause
@@ -439,6 +440,9 @@ def test_finish_reasons_of_every_provider(reason, cls):
 def test_real_framework_names_and_messages_name_their_class():
     """The frameworks' own exception classes, and their messages where raising one needs
     no network: the table must match what they really say, not what we remember."""
+    need("langgraph")
+    need("pydantic_ai")
+    need("agents")
     import langgraph.errors
     import openai
     import pydantic_ai.exceptions as pe
@@ -473,6 +477,7 @@ def test_real_framework_names_and_messages_name_their_class():
 def test_langgraph_recursion_limit_message_is_matched_as_raised():
     from typing import TypedDict
 
+    need("langgraph")
     from langgraph.errors import GraphRecursionError
     from langgraph.graph import END, StateGraph
 
@@ -490,6 +495,7 @@ def test_langgraph_recursion_limit_message_is_matched_as_raised():
 
 
 def test_pydantic_ai_giving_up_on_output_is_matched_as_raised():
+    need("pydantic_ai")
     from pydantic import BaseModel
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import UnexpectedModelBehavior

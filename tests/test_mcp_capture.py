@@ -13,15 +13,10 @@ import sys
 from pathlib import Path
 
 import httpx2
-import mcp.client.stdio as stdio_module
 import pytest
 from emitkit import capture
+from frameworkkit import need
 from llm_server import Reply, llm_capture_on_fixture, server_fixture  # noqa: F401 (fixtures)
-from mcp import ClientSession
-from mcp.client.session import ClientSession as SessionClass
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_server import http_app
 from serverkit import running_server
 
 import cvdiag
@@ -29,6 +24,14 @@ from cvdiag.read.validate import problems
 from cvdiag.write import _mcp_capture
 from cvdiag.write._tool_wire import args_hash
 from cvdiag.write.propagation import instrument_httpx, uninstrument_httpx
+
+need("mcp")  # the frameworks extra: without it this module skips, saying so
+import mcp.client.stdio as stdio_module  # noqa: E402
+from mcp import ClientSession  # noqa: E402
+from mcp.client.session import ClientSession as SessionClass  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp_server import http_app  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("llm_capture_on")
 SERVER_SCRIPT = str(Path(__file__).parent / "mcp_server.py")

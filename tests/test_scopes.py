@@ -8,6 +8,7 @@ import time
 
 import pytest
 from emitkit import capture
+from frameworkkit import need
 
 import cvdiag
 from cvdiag.contract.schema import UUID7_RE
@@ -222,6 +223,7 @@ def test_agent_scope_error_keeps_the_scrubbed_message_cut_to_256():
 def test_agent_error_after_streaming_started_keeps_the_message_of_the_real_exception():
     """The agent streams through Starlette's StreamingResponse; the failure comes mid-stream,
     out of the response's task group (an exception group on Python 3.11)."""
+    need("agents")
     from agents.exceptions import ModelBehaviorError
     from starlette.applications import Starlette
     from starlette.responses import StreamingResponse

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from emitkit import capture
+from frameworkkit import need
 from llm_server import Reply, llm_capture_on_fixture, server_fixture  # noqa: F401 (fixtures)
 
 import cvdiag
@@ -50,6 +51,8 @@ def _excerpt(cap) -> str:
 # (langchain.agents, its successor, is not installed here).
 @pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
 def test_langgraph_tool_node_hands_the_error_back(server):
+    need("langchain_openai")
+    need("langgraph")
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
     from langgraph.prebuilt import ToolNode, create_react_agent
@@ -69,6 +72,7 @@ def test_langgraph_tool_node_hands_the_error_back(server):
 
 
 def test_pydantic_ai_model_retry_is_a_reported_failure(server):
+    need("pydantic_ai")
     from pydantic_ai import Agent, ModelRetry
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
@@ -88,6 +92,7 @@ def test_pydantic_ai_model_retry_is_a_reported_failure(server):
 
 
 def test_openai_agents_sdk_default_tool_error_on_the_responses_api(server):
+    need("agents")
     from agents import Agent, Runner, function_tool, set_tracing_disabled
     from agents.models.openai_responses import OpenAIResponsesModel
     from openai import AsyncOpenAI
