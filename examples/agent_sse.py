@@ -40,6 +40,9 @@ MODEL = os.environ.get("EXAMPLE_MODEL", "gpt-4o-mini")
 MAX_RETRIES = int(os.environ.get("EXAMPLE_MAX_RETRIES", "2"))
 #: Heartbeats of an open LLM call (the e2e tests make it small so a slow call shows some).
 HEARTBEAT_S = float(os.environ.get("EXAMPLE_HEARTBEAT_S", "10"))
+#: ``EXAMPLE_SPANS=1``: the app also calls ``cvdiag.instrument()`` and turns its framework's
+#: own spans on (the one documented line each), so that they are read as evidence.
+SPANS = os.environ.get("EXAMPLE_SPANS", "").strip() == "1"
 #: A framework's agent: the user's message in, the answer's text deltas out.
 Answer = Callable[[str], AsyncIterator[str]]
 _END = object()

@@ -23,10 +23,15 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 import cvdiag
-from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, agent_app
+from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, SPANS, agent_app
 from examples.tools import TOOL_ERRORS_TO_MODEL, TOOLS
 
 cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
+if SPANS:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    cvdiag.instrument()  # the spans below become evidence
+    LangChainInstrumentor().instrument()  # OpenInference's documented switch: LangChain's spans on
 
 #: The graph's step limit (model and tool steps together): LangGraph's own default is
 #: 10,000 steps, so a model that asks for the same tool forever would go on for hours.

@@ -15,15 +15,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import openai
-from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_trace_processors, set_tracing_disabled
 from openai.types.responses import ResponseTextDeltaEvent
 
 import cvdiag
-from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, agent_app
+from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, SPANS, agent_app
 from examples.tools import TOOL_ERRORS_TO_MODEL, TOOLS
 
 cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
-set_tracing_disabled(True)
+if SPANS:  # the SDK's traces on, exported nowhere, and read by cvdiag's tracing processor
+    set_trace_processors([])
+    cvdiag.instrument()
+else:
+    set_tracing_disabled(True)
 
 client = openai.AsyncOpenAI(max_retries=MAX_RETRIES)
 agent = Agent(

@@ -27,10 +27,13 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import cvdiag
-from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, agent_app
+from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, SPANS, agent_app
 from examples.tools import TOOL_ERRORS_TO_MODEL, TOOLS
 
 cvdiag.instrument_httpx(heartbeat_s=HEARTBEAT_S)  # the one line: every LLM call below is now on the record
+if SPANS:
+    cvdiag.instrument()  # and the spans below become evidence
+    Agent.instrument_all()  # pydantic-ai's documented switch: its spans on
 
 
 def handed_back(function: Callable[..., str]) -> Callable[..., str]:

@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import StatusCode
 
+from cvdiag.contract.otel import SpanView
 from cvdiag.write import config
 from cvdiag.write._span_evidence import emit_evidence, switch
 from cvdiag.write.context import context_now
@@ -48,10 +49,8 @@ TEST_ID_ATTR = "cvdiag.test_id"
 _NO_ATTRIBUTES: Mapping[str, Any] = MappingProxyType({})
 
 
-def view_of(span: ReadableSpan) -> Any:
+def view_of(span: ReadableSpan) -> SpanView:
     """The contract's ``SpanView`` of a finished SDK span."""
-    from cvdiag.contract.otel import SpanView
-
     context = span.context
     parent = span.parent
     status = span.status
@@ -114,11 +113,14 @@ class InRequests(Sampler):
     """Records (never samples for export) the spans started inside a cvdiag request; drops
     every other, as the absent provider did."""
 
-    _RECORD = SamplingResult(Decision.RECORD_ONLY)
     _DROP = SamplingResult(Decision.DROP)
 
-    def should_sample(self, parent_context: Any, trace_id: int, name: str, *args: Any, **kwargs: Any) -> SamplingResult:
-        return self._RECORD if switch.on and context_now() is not None else self._DROP
+    def should_sample(
+        self, parent_context: Any, trace_id: int, name: str, kind: Any = None, attributes: Any = None, *args: Any
+    ) -> SamplingResult:
+        if switch.on and context_now() is not None:
+            return SamplingResult(Decision.RECORD_ONLY, attributes)  # the span keeps the attributes it was given
+        return self._DROP
 
     def get_description(self) -> str:
         return "cvdiag.InRequests"

@@ -12,9 +12,9 @@ no LLM call inside it (``source: otel``).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
+from cvdiag.contract.otel import SpanView, read_span
 from cvdiag.write import _calls_seen, config
 from cvdiag.write.context import context_now, new_context
 from cvdiag.write.emitter import emit_as, note_internal_error
@@ -38,18 +38,12 @@ class _Switch:
 switch = _Switch()
 
 
-def emit_evidence(
-    view: Any, test_id: str, *, convention: str | None = None, extra: Mapping[str, Any] | None = None
-) -> None:
+def emit_evidence(view: Any, test_id: str, *, convention: str | None = None) -> None:
     """Read one finished span and write the envelope it gives, once per call (see module)."""
-    from cvdiag.contract.otel import read_span
-
     evidence = read_span(view)
     if evidence is None:
         return
     metadata = dict(evidence.metadata)
-    if extra:
-        metadata.update({k: v for k, v in extra.items() if v is not None})
     metadata["source"] = "otel"
     metadata["otel_convention"] = convention or evidence.convention
     boundary = evidence.boundary
@@ -103,10 +97,9 @@ class AgentsTap:
         if ctx is None:
             return
         try:
-            found = _agents_view(span)
-            if found is not None:
-                view, extra = found
-                emit_evidence(view, ctx.test_id, convention="openai-agents", extra=extra)
+            view = _agents_view(span)
+            if view is not None:
+                emit_evidence(view, ctx.test_id, convention="openai-agents")
         except Exception:
             note_internal_error()
 
@@ -126,11 +119,10 @@ def _epoch_ns(iso: Any, fallback: int) -> int:
         return fallback
 
 
-def _agents_view(span: Any) -> tuple[Any, dict[str, Any]] | None:
-    """An agents SDK span in the GenAI shape (``execute_tool``, ``invoke_agent``) with the
-    facts only the SDK knows (its turn limit, whether it handed the error back)."""
-    from cvdiag.contract.otel import SpanView
-
+def _agents_view(span: Any) -> Any:
+    """An agents SDK span in the GenAI shape (``execute_tool``, ``invoke_agent``): its
+    error's message (``Error running tool (non-fatal)`` when handed back to the model, its
+    turn limit as the exception it raises), for the contract's ``read_span``."""
     data = span.span_data
     kind = getattr(data, "type", None)
     error = span.error or {}
@@ -138,25 +130,19 @@ def _agents_view(span: Any) -> tuple[Any, dict[str, Any]] | None:
     detail = error.get("data") if isinstance(error, dict) else None
     detail = detail if isinstance(detail, dict) else {}
     attributes: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
     if kind == "function":
         attributes["gen_ai.operation.name"] = "execute_tool"
         attributes["gen_ai.tool.name"] = str(data.name)
         attributes["gen_ai.tool.type"] = "extension" if data.mcp_data else "function"
-        if message:
-            attributes["error.type"] = "ToolError"
-            extra["handed_back"] = "non-fatal" in message
-            extra["kind"] = "mcp" if data.mcp_data else "function"
-            if isinstance(detail.get("error"), str) and detail["error"]:
-                message = f"{message}: {detail['error']}"
+        if message and isinstance(detail.get("error"), str) and detail["error"]:
+            message = f"{message}: {detail['error']}"
     elif kind == "agent":
         attributes["gen_ai.operation.name"] = "invoke_agent"
         attributes["gen_ai.agent.name"] = str(data.name)
-        if message:
-            attributes["error.type"] = "MaxTurnsExceeded" if message == "Max turns exceeded" else "AgentError"
-            if "max_turns" in detail:
-                extra["limit_name"] = "max_turns"
-                extra["limit_value"] = detail["max_turns"]
+        if message == "Max turns exceeded" and "max_turns" in detail:
+            # what the SDK raises (MaxTurnsExceeded), which the contract's limits read
+            attributes["error.type"] = "MaxTurnsExceeded"
+            message = f"Max turns ({detail['max_turns']}) exceeded"
     else:
         return None
     now = time.time_ns()
@@ -173,7 +159,7 @@ def _agents_view(span: Any) -> tuple[Any, dict[str, Any]] | None:
         attributes=attributes,
         scope="openai-agents",
     )
-    return view, extra
+    return view
 
 
 class _Registered:
