@@ -19,7 +19,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cvdiag.contract.compiled import compiled_module
 from cvdiag.contract.ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from cvdiag.contract.schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
-from cvdiag.write import config
+from cvdiag.contract.trace_context import test_id_from_trace_headers
+from cvdiag.write import _otlp_link, config
 from cvdiag.write._errors import error_metadata, is_cancelled
 from cvdiag.write._inflight import InFlight
 from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind_now, make_context, resolve_slug, unbind
@@ -43,6 +44,9 @@ CONTENT_LENGTH_DIGITS = 19
 _EDGE = frozenset(h.encode() for h in EDGE_HEADERS)
 _FORWARD = tuple(h.encode() for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HEADER, SLUG_HEADER))
 _CONTENT_LENGTH = b"content-length"
+#: W3C trace context: a test id when no ``x-test-id`` came (spec section 9).
+_TRACEPARENT = b"traceparent"
+_BAGGAGE = b"baggage"
 _CONTENT_TYPE = b"content-type"
 _EVENT_STREAM = b"text/event-stream"
 #: SSE lines end in CRLF, LF or CR.
@@ -166,7 +170,9 @@ class CvdiagMiddleware:
         self.slug_header = slug_header.lower().encode("latin-1")
         self.echo_test_id = echo_test_id
         self.exclude_paths = frozenset(p.rstrip("/") or "/" for p in exclude_paths)
-        self._wanted = frozenset({self.test_id_header, self.slug_header, _CONTENT_LENGTH, *_FORWARD, *_EDGE})
+        self._wanted = frozenset(
+            {self.test_id_header, self.slug_header, _CONTENT_LENGTH, _TRACEPARENT, _BAGGAGE, *_FORWARD, *_EDGE}
+        )
         self._wanted_response = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, self.test_id_header, *_EDGE})
         self._in_flight = InFlight()
         #: path -> its demo: a service serves few paths, and a lookup costs a fifth of the parse.
@@ -196,6 +202,8 @@ class CvdiagMiddleware:
             await self.app(scope, receive, send)
             return
         scope[_SCOPE_MARK] = True
+        if settings.otlp or settings.otlp_spans:
+            _otlp_link.note_request(ctx.test_id, found.get(_TRACEPARENT))
         tokens = bind_now(ctx)
         try:
             # Resolved once per request: the per-chunk path must stay a counter unless
@@ -219,6 +227,8 @@ class CvdiagMiddleware:
         was adopted, and the request headers cvdiag reads."""
         found = _pick_headers(scope.get("headers") or (), self._wanted)
         adopted = sanitize_test_id(found.get(self.test_id_header))
+        if adopted is None and (_TRACEPARENT in found or _BAGGAGE in found):
+            adopted = test_id_from_trace_headers(found.get(_TRACEPARENT), found.get(_BAGGAGE))
         test_id = adopted or new_test_id()
         slug_raw = found.get(self.slug_header)
         forward = (
