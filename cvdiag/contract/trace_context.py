@@ -61,7 +61,17 @@ def test_id_from_trace_headers(traceparent: bytes | None, baggage: bytes | None)
     if found:
         return found
     parsed = parse_traceparent(traceparent)
-    return parsed[0] if parsed is not None else None
+    return test_id_of_trace(parsed[0]) if parsed is not None else None
+
+
+def test_id_of_trace(trace_id: str) -> str:
+    """The test id a trace id stands for: a UUIDv7's 32 hex digits (``trace_id_of_test``
+    of a minted id) in the UUID's hyphenated form, so that it joins the harness's id;
+    any other trace id as it is."""
+    if len(trace_id) == 32 and trace_id[12] == "7" and trace_id[16] in "89ab":
+        t = trace_id
+        return f"{t[:8]}-{t[8:12]}-{t[12:16]}-{t[16:20]}-{t[20:]}"
+    return trace_id
 
 
 def trace_id_of_test(test_id: str) -> str:

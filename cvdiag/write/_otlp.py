@@ -30,7 +30,7 @@ import orjson
 from cvdiag.contract.timestamps import ts_seconds
 from cvdiag.write import _otlp_link
 from cvdiag.write._otlp_config import Resource, Target, resource, target
-from cvdiag.write._otlp_export import Counts, Exporter
+from cvdiag.write._otlp_export import DEFAULT_QUEUE, Counts, Exporter
 from cvdiag.write._otlp_wire import SEVERITY_INFO, SEVERITY_WARN, LogRecord, json_logs, json_spans, pb_logs, pb_spans
 
 log = logging.getLogger("cvdiag")
@@ -159,9 +159,19 @@ class OtlpSink:
                 for problem in found.problems:
                     log.warning("cvdiag: %s (the log is still written)", problem)
                 self.exporters[signal] = (
-                    None if found.url is None else Exporter(found, self._encoder(signal), on_problem=log.warning)
+                    None
+                    if found.url is None
+                    else Exporter(found, self._encoder(signal), self._queue_size(), on_problem=log.warning)
                 )
         return self.exporters[signal]
+
+    def _queue_size(self) -> int:
+        raw = self._environ.get("CVDIAG_OTLP_QUEUE_SIZE")
+        try:
+            return max(1, int(raw)) if raw else DEFAULT_QUEUE
+        except ValueError:
+            log.warning("cvdiag: CVDIAG_OTLP_QUEUE_SIZE=%r is not a number; using %d", raw[:32], DEFAULT_QUEUE)
+            return DEFAULT_QUEUE
 
     def _encoder(self, signal: str) -> Callable[[Sequence[Any], bool], bytes]:
         attrs = self._resource.attributes
@@ -211,6 +221,38 @@ class OtlpSink:
                 exporter.put(self.spans.add(envelopes))
         self.convert_ns += time.perf_counter_ns() - started
         self.converted += len(lines)
+
+    def send_event(
+        self,
+        event_name: str,
+        body: dict[str, Any],
+        *,
+        test_id: str,
+        trace_id: str,
+        span_id: str,
+        warn: bool = True,
+    ) -> None:
+        """One log record that is not an envelope (the pytest plugin's verdict of a failed
+        test), where the envelopes' records go; ``cvdiag.`` + each plain body key as an attribute."""
+        now = time.time_ns()
+        record = LogRecord(
+            time_ns=now,
+            observed_ns=now,
+            severity=SEVERITY_WARN if warn else SEVERITY_INFO,
+            body=body,
+            attributes=[
+                ("cvdiag.test_id", test_id),
+                *((f"cvdiag.{k}", v) for k, v in body.items() if type(v) in _PLAIN),
+            ],
+            event_name=event_name,
+            trace_id=bytes.fromhex(trace_id),
+            span_id=bytes.fromhex(span_id),
+        )
+        provider = self.app.provider()
+        if provider is not None:
+            self.app.emit(provider, [record])
+        elif (exporter := self._exporter("logs")) is not None:
+            exporter.put([record])
 
     def close(self) -> None:
         pass
@@ -290,6 +332,17 @@ def sink(settings: Callable[[], Any], flush_writer: Callable[[float], bool]) -> 
 
 def stats() -> dict[str, int]:
     return _sink.stats() if _sink is not None else {}
+
+
+def reset(timeout: float = 2.0) -> None:
+    """Forget the sink (for tests: the next envelope reads the OTLP variables afresh);
+    what it holds is sent first, within ``timeout``."""
+    global _sink
+    with _sink_lock:
+        old, _sink = _sink, None
+    if old is not None:
+        old.flush(timeout)
+        atexit.unregister(old.at_exit)
 
 
 def flush(timeout: float = 5.0) -> bool:

@@ -70,6 +70,7 @@ class Exporter:
         self._on_problem = on_problem or (lambda _line: None)
         self._told: set[str] = set()
         self._conn: http.client.HTTPConnection | None = None
+        self._in_flight = 0
         parts = urllib.parse.urlsplit(target.url or "http://localhost")
         self._https = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
@@ -85,7 +86,8 @@ class Exporter:
 
     @property
     def pending(self) -> int:
-        return len(self._queue) + (0 if self._idle.is_set() else 1)
+        """Records queued or being sent now."""
+        return len(self._queue) + self._in_flight
 
     def put(self, records: Sequence[Any]) -> None:
         """Queue records without blocking; drop (and count) the oldest past the bound."""
@@ -121,6 +123,7 @@ class Exporter:
             while True:
                 with self._lock:
                     batch = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
+                    self._in_flight = len(batch)
                 if not batch:
                     break
                 try:
@@ -128,6 +131,8 @@ class Exporter:
                 except Exception as exc:  # never let the thread die: count the batch as undeliverable
                     self.counts.dropped_unreachable += len(batch)
                     self._tell("error", f"cvdiag: OTLP {self.target.signal} export failed: {type(exc).__name__}: {exc}")
+                finally:
+                    self._in_flight = 0
             self._idle.set()
             if self._queue:
                 self._idle.clear()

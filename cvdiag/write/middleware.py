@@ -32,6 +32,9 @@ DEFAULT_TEST_ID_HEADER = TEST_ID_HEADER
 DEFAULT_SLUG_HEADER = SLUG_HEADER
 DEFAULT_ECHO_TEST_ID = True
 DEFAULT_EXCLUDE_PATHS: tuple[str, ...] = ()
+DEFAULT_LAYER = "backend"
+#: The layers a middleware can write as: the service under test, or the LLM mock.
+LAYERS = ("backend", "aimock")
 
 #: Longest forwarded header value kept in the request context.
 FORWARD_VALUE_LIMIT = 256
@@ -134,6 +137,16 @@ def _emit_ingress(scope: Scope, found: Mapping[bytes, bytes], adopted: bool) -> 
     )
 
 
+def _emit_mock_ingress(scope: Scope, found: Mapping[bytes, bytes], adopted: bool) -> None:
+    emit_edge(
+        "aimock.request.ingress",
+        {"path": scope.get("path"), "content_length": _content_length(found.get(_CONTENT_LENGTH)), "match_keys": None},
+        outcome="info",
+        duration_ms=None,
+        edge_headers=None,
+    )
+
+
 def _emit_error(error: BaseException, elapsed: int) -> None:
     emit_edge("backend.error.caught", error_metadata(error), outcome="err", duration_ms=elapsed, edge_headers=None)
 
@@ -163,8 +176,14 @@ class CvdiagMiddleware:
         slug_header: str = DEFAULT_SLUG_HEADER,
         echo_test_id: bool = DEFAULT_ECHO_TEST_ID,
         exclude_paths: Iterable[str] = DEFAULT_EXCLUDE_PATHS,
+        layer: str = DEFAULT_LAYER,
     ) -> None:
+        if layer not in LAYERS:
+            raise ValueError(f"layer must be one of {', '.join(LAYERS)}, got {layer!r}")
         self.app = app
+        #: ``aimock``: this app is the LLM's stand-in (a mock provider): its lines are the
+        #: LLM mock's (``aimock.*``), so its 500 reads as the provider's error.
+        self.mock = layer == "aimock"
         self.slug = sanitize_slug(slug) if slug else None
         self.test_id_header = test_id_header.lower().encode("latin-1")
         self.slug_header = slug_header.lower().encode("latin-1")
@@ -213,7 +232,7 @@ class CvdiagMiddleware:
             if tier is Tier.DEBUG:  # only debug differs per slug
                 tier = settings.tier_for(ctx.slug)
             if tier is not Tier.DEFAULT:
-                _emit_ingress(scope, found, adopted)
+                (_emit_mock_ingress if self.mock else _emit_ingress)(scope, found, adopted)
             await _Responder(self, ctx, tier, start_ns)(scope, receive, send)
         finally:
             unbind(tokens)
@@ -227,7 +246,7 @@ class CvdiagMiddleware:
         was adopted, and the request headers cvdiag reads."""
         found = _pick_headers(scope.get("headers") or (), self._wanted)
         adopted = sanitize_test_id(found.get(self.test_id_header))
-        if adopted is None and (_TRACEPARENT in found or _BAGGAGE in found):
+        if adopted is None and self.test_id_header not in found and (_TRACEPARENT in found or _BAGGAGE in found):
             adopted = test_id_from_trace_headers(found.get(_TRACEPARENT), found.get(_BAGGAGE))
         test_id = adopted or new_test_id()
         slug_raw = found.get(self.slug_header)
@@ -396,13 +415,22 @@ class _Responder:
                 self.streaming = self.tier is not Tier.DEBUG  # debug writes an event per chunk
                 if self.tier is not Tier.DEFAULT:
                     emit_edge(
-                        "backend.sse.first_byte",
+                        "aimock.response.start" if self.middleware.mock else "backend.sse.first_byte",
                         {"delta_ms_from_ingress": elapsed_ms(self.start_ns)},
                         outcome="ok",
                         duration_ms=None,
                         edge_headers=self.edge,
                     )
-            if body and self.tier is Tier.DEBUG and kind == "http.response.body":
+            if body and self.tier is Tier.DEBUG and kind == "http.response.body" and self.middleware.mock:
+                emit_edge(
+                    "aimock.sse.chunk",
+                    {"chunk_size_bytes": len(body), "sequence_num": self.sse_sequence},
+                    outcome="info",
+                    duration_ms=None,
+                    edge_headers=None,
+                )
+                self.sse_sequence += 1
+            elif body and self.tier is Tier.DEBUG and kind == "http.response.body":
                 emit_edge(
                     "backend.sse.event",
                     {
@@ -436,7 +464,20 @@ class _Responder:
             _close_tool_calls(self.ctx, raised=caught is not None)
         # Finished after the client left: a middleware between (BaseHTTPMiddleware) ended
         # the body of a stream that the client no longer read.
-        if self.finished and not self.disconnected:
+        if self.finished and not self.disconnected and self.middleware.mock:
+            emit_edge(
+                "aimock.response.complete",
+                {
+                    "http_status": self.status,
+                    "total_bytes": self.bytes_sent,
+                    "total_duration_ms": self.finished_ms,
+                    "chunk_count": self.sse_events,
+                },
+                outcome="ok" if self.status < 500 else "err",
+                duration_ms=self.finished_ms,
+                edge_headers=self.edge,
+            )
+        elif self.finished and not self.disconnected:
             done = self.finished_ms
             emit_edge(
                 "backend.response.complete",
@@ -465,7 +506,7 @@ class _Responder:
             else:
                 kind = "fin_premature"
             emit_edge(
-                "backend.sse.aborted",
+                "aimock.response.aborted" if self.middleware.mock else "backend.sse.aborted",
                 {"termination_kind": kind, "bytes_before_abort": self.bytes_sent},
                 outcome="err",
                 duration_ms=elapsed,
