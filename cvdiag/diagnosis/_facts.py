@@ -34,6 +34,7 @@ class Facts:
         "agentic",
         "aimock_chunk_bytes",
         "aimock_decisions",
+        "aimock_error",
         "aimock_events",
         "aimock_matched",
         "aimock_reject",
@@ -190,6 +191,7 @@ class Facts:
         self.aimock_reject: Pick | None = None
         self.aimock_sent: Pick | None = None  # bytes of its last response: total_bytes or bytes_before_abort
         self.aimock_chunk_bytes = 0
+        self.aimock_error: Pick | None = None  # the first 5xx or 429 the LLM mock answered
 
     def agent(self) -> Agentic:
         """The agent-level part, made when the first fact of it arrives."""

@@ -23,6 +23,9 @@ def _match_decision(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping
 
 
 def _complete(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
+    status = as_int(md.get("http_status"))
+    if status is not None and (status >= 500 or status == 429):
+        ev.aimock_error = earliest(ev.aimock_error, key, status)
     total = as_int(md.get("total_bytes"))
     if total is not None:
         ev.aimock_sent = latest(ev.aimock_sent, key, total)

@@ -204,6 +204,10 @@ def llm_config(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
 
 @_rule("llm-error")
 def llm_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    if not ev.llm_first_error and ev.aimock_error is not None and not ev.llm_responses and not ev.aimock_decisions:
+        # Only the LLM mock's side is on the record (the caller is a process cvdiag does
+        # not run in, such as a coding agent's CLI): its error status is the provider's.
+        return Finding(0.9, f"The LLM (its mock) answered HTTP {ev.aimock_error.value}; the caller logged no LLM call.")
     if not ev.llm_first_error or ev.llm_recovered():
         return None
     error_class, provider, model, latency = ev.llm_first_error.value

@@ -117,6 +117,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     # Listed in the help only: `main` hands `demo` its arguments before any parsing.
     sub.add_parser("demo", help="run a bundled example app and show its diagnosis", add_help=False)
     sub.add_parser("history", help="test results across CI runs: add, runs, flaky, show, classes, diff", add_help=False)
+    sub.add_parser("receive", help="receive OTLP/HTTP logs and traces on 127.0.0.1 into a file", add_help=False)
     return p, commands
 
 
@@ -144,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cvdiag.face._history import main as history_main
 
         return history_main(argv[1:])
+    if argv[:1] == ["receive"]:  # a server, not a reader: its own parser
+        from cvdiag.face._receiver import main as receive_main
+
+        return exit_code(lambda: receive_main(argv[1:]))
     parser, commands = _parser()
     try:
         if argv and argv[0] in commands:

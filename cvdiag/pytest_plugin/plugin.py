@@ -25,6 +25,7 @@ import pytest
 
 from cvdiag.contract.ids import new_test_id
 from cvdiag.contract.schema import TEST_ID_HEADER, is_accounting
+from cvdiag.contract.trace_context import TRACEPARENT_HEADER, new_span_hex, trace_id_of_test, traceparent
 from cvdiag.diagnosis import diagnose
 from cvdiag.face.render import Out, timeline_table, tool_calls_table
 from cvdiag.read import correlate, toolcalls
@@ -51,6 +52,11 @@ _STATE = pytest.StashKey["_TestState"]()
 _REPORT = pytest.StashKey["SessionReport"]()
 _REPORT_LINE = pytest.StashKey[str]()
 _HISTORY = pytest.StashKey[Any]()
+_RECEIVER = pytest.StashKey[Any]()
+#: Where ``--cvdiag-otlp-receive`` writes when given no file.
+DEFAULT_RECEIVE_FILE = ".cvdiag/otlp.jsonl"
+#: The variables a test's child processes read its id and trace from (restored after it).
+TEST_ENV = ("CVDIAG_TEST_ID", "TRACEPARENT", "OTEL_RESOURCE_ATTRIBUTES")
 
 
 @dataclasses.dataclass(slots=True)
@@ -74,6 +80,12 @@ class _TestState:
     recorded: bool = False
     #: A bad ``@pytest.mark.cvdiag``: reported as this test's setup error.
     usage_error: str | None = None
+    #: The test's trace: its id (from the test id) and the harness's span.
+    trace_id: str = ""
+    span_id: str = ""
+    confidence: float | None = None
+    #: ``TEST_ENV`` as it was before the test (None: unset).
+    saved_env: dict[str, str | None] = dataclasses.field(default_factory=dict)
 
 
 class CvdiagEvents(Sequence[dict[str, Any]]):
@@ -164,6 +176,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(default: $CVDIAG_HISTORY, else .cvdiag/history.duckdb); write --cvdiag-history=DB before test paths",
     )
     group.addoption(
+        "--cvdiag-otlp-receive",
+        nargs="?",
+        const=DEFAULT_RECEIVE_FILE,
+        default=None,
+        metavar="FILE",
+        help="receive OTLP/HTTP from the processes tests start (coding agents' CLIs) on 127.0.0.1 into FILE "
+        f"(default {DEFAULT_RECEIVE_FILE}), read for failure reports; sets OTEL_EXPORTER_OTLP_ENDPOINT for them",
+    )
+    group.addoption(
         "--cvdiag-strict",
         action="store_true",
         default=False,
@@ -189,6 +210,46 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_REPORT] = SessionReport(config.getoption("cvdiag_report"))
     if config.getoption("cvdiag_history") is not None:
         _start_history(config, config.getoption("cvdiag_history"))
+    if config.getoption("cvdiag_otlp_receive"):
+        _start_receiver(config, config.getoption("cvdiag_otlp_receive"))
+
+
+def _start_receiver(config: pytest.Config, path: str) -> None:
+    """The session's OTLP receiver: child processes export to it (the endpoint variables
+    are set for the session and restored after), its file is read like ``--cvdiag-log``."""
+    from cvdiag.face._receiver import Receiver
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:  # one receiver and file per xdist worker
+        root, ext = os.path.splitext(path)
+        path = f"{root}-{worker}{ext}"
+    if os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "wb").close()  # the session's own file
+    receiver = Receiver(path).start()
+    saved = {name: os.environ.get(name) for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL")}
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
+    if (saved["OTEL_EXPORTER_OTLP_PROTOCOL"] or "").strip().lower() not in ("http/protobuf", "http/json"):
+        os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+    config.stash[_RECEIVER] = (receiver, saved)
+    add_log(config, path)
+
+
+def _stop_receiver(config: pytest.Config) -> None:
+    found = config.stash.get(_RECEIVER, None)
+    if found is None:
+        return
+    receiver, saved = found
+    receiver.stop()
+    for name, value in saved.items():
+        _restore_env(name, value)
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def _start_history(config: pytest.Config, db: str) -> None:
@@ -215,6 +276,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_unconfigure(config: pytest.Config) -> None:
     if config.stash.get(_INSTALLED, False):
         uninstrument()
+    _stop_receiver(config)
 
 
 # --- one test --------------------------------------------------------------------------
@@ -270,7 +332,11 @@ def _begin(item: pytest.Item) -> _TestState:
         envelopes = None
         _config.apply_settings(settings)
     test_id = new_test_id()
-    ctx = new_context(test_id=test_id)
+    trace_id, span_id = trace_id_of_test(test_id), new_span_hex()
+    parent = traceparent(trace_id, span_id)
+    # The harness's requests carry the test's trace beside its id (propagation sends it).
+    ctx = new_context(test_id=test_id, forward={TRACEPARENT_HEADER: parent})
+    saved_env = _set_test_env(test_id, parent)
     state = _TestState(
         test_id=test_id,
         ctx=ctx,
@@ -280,10 +346,25 @@ def _begin(item: pytest.Item) -> _TestState:
         capturing=capturing,
         started_ns=time.monotonic_ns(),
         usage_error=usage_error,
+        trace_id=trace_id,
+        span_id=span_id,
+        saved_env=saved_env,
     )
     if item.config.getoption("cvdiag_emit_probe"):
         _emitter.emit("probe.start", {"url": item.nodeid, "viewport": None})
     return state
+
+
+def _set_test_env(test_id: str, parent: str) -> dict[str, str | None]:
+    """For the processes the test starts (a coding agent's CLI, a server): its id, its
+    trace, and ``test.id`` among their OpenTelemetry resource attributes. Returns what
+    was there, for ``_end`` to put back."""
+    saved = {name: os.environ.get(name) for name in TEST_ENV}
+    os.environ["CVDIAG_TEST_ID"] = test_id
+    os.environ["TRACEPARENT"] = parent
+    others = [e for e in (saved["OTEL_RESOURCE_ATTRIBUTES"] or "").split(",") if e and not e.startswith("test.id=")]
+    os.environ["OTEL_RESOURCE_ATTRIBUTES"] = ",".join([*others, f"test.id={test_id}"])
+    return saved
 
 
 def _end(state: _TestState) -> None:
@@ -294,6 +375,8 @@ def _end(state: _TestState) -> None:
     finally:
         _config.apply_settings(state.previous)
         unbind(state.tokens)
+        for name, value in state.saved_env.items():
+            _restore_env(name, value)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -398,10 +481,36 @@ def _record_properties(item: pytest.Item, report: pytest.TestReport, state: _Tes
         return
     state.recorded = True
     cls, reason = state.verdict or ("none", "cvdiag could not diagnose this failure")
+    _export_verdict(item, state, cls, reason)
     props = [("cvdiag_test_id", state.test_id), ("cvdiag_class", cls), ("cvdiag_reason", reason)]
     item.user_properties.extend(props)
     if report.when == "teardown":  # JUnit XML reads the teardown report, made from item's before this
         report.user_properties.extend(props)
+
+
+def _export_verdict(item: pytest.Item, state: _TestState, cls: str, reason: str) -> None:
+    """With OTLP export on (``CVDIAG_OTLP``), the verdict as one log record in the test's
+    trace, so a trace store shows why next to what."""
+    if not state.previous.otlp:
+        return
+    try:
+        from cvdiag.write import _otlp
+
+        _otlp.sink(_config.get_settings, _emitter.state.writer.flush).send_event(
+            "cvdiag.verdict",
+            {
+                "test_id": state.test_id,
+                "test": item.nodeid,
+                "class": cls,
+                "confidence": state.confidence,
+                "reason": reason,
+            },
+            test_id=state.test_id,
+            trace_id=state.trace_id,
+            span_id=state.span_id,
+        )
+    except Exception:  # the verdict's record must never break the run
+        pass
 
 
 def _emit_probe_exit(state: _TestState) -> None:
@@ -486,7 +595,8 @@ def _failure_section(config: pytest.Config, state: _TestState) -> str:
     if envelopes:
         verdict = diagnose(envelopes, log_end=log_end)
         out.line(f"diagnosis: {verdict.cls} ({verdict.confidence:.2f}) {verdict.reason}")
-        state.verdict = state.verdict or (verdict.cls, verdict.reason)
+        if state.verdict is None:
+            state.verdict, state.confidence = (verdict.cls, verdict.reason), verdict.confidence
     else:
         where = "in-process" + (f" or in {', '.join(logs)}" if logs else "")
         out.line(f"diagnosis: none (no envelope with this id {where})")

@@ -42,6 +42,10 @@ class Settings:
     queue_size: int = DEFAULT_QUEUE_SIZE
     strict: bool = False
     slug: str | None = None
+    #: Every envelope also an OTLP log record (``CVDIAG_OTLP``; docs/opentelemetry.md).
+    otlp: bool = False
+    #: ... and spans of requests, agents, LLM attempts and tool calls (``CVDIAG_OTLP_SPANS``).
+    otlp_spans: bool = False
     #: When debug was armed (monotonic seconds); the disarm clock starts here.
     debug_armed_at: float = field(default=0.0, compare=False)
 
@@ -123,6 +127,8 @@ def build_settings(
     queue_size: int | None = None,
     strict: bool | None = None,
     slug: str | None = None,
+    otlp: bool | None = None,
+    otlp_spans: bool | None = None,
 ) -> Settings:
     """Settings from explicit arguments, the rest read from ``environ``.
 
@@ -165,6 +171,8 @@ def build_settings(
         queue_size=queue_size,
         strict=strict if strict is not None else _truthy(environ.get("CVDIAG_STRICT")),
         slug=slug if slug is not None else (environ.get("CVDIAG_SLUG") or None),
+        otlp=otlp if otlp is not None else _truthy(environ.get("CVDIAG_OTLP")),
+        otlp_spans=otlp_spans if otlp_spans is not None else _truthy(environ.get("CVDIAG_OTLP_SPANS")),
         debug_armed_at=time.monotonic(),
     )
 
@@ -213,6 +221,8 @@ def configure(
     queue_size: int | None = None,
     strict: bool | None = None,
     slug: str | None = None,
+    otlp: bool | None = None,
+    otlp_spans: bool | None = None,
 ) -> Settings:
     """Replace the whole configuration: arguments given win, the rest is read from
     ``environ`` (default ``os.environ``). ``configure()`` re-reads the environment.

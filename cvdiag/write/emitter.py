@@ -101,6 +101,10 @@ class _Sinks:
                 sink = self.files[s.file] = FileSink(s.file)
             sinks.append(sink)
         sinks.extend(self.extra)
+        if s.otlp or s.otlp_spans:  # OTLP export (docs/opentelemetry.md): loaded only when on
+            from cvdiag.write import _otlp
+
+            sinks.append(_otlp.sink(config.get_settings, state.writer.flush))
         return sinks
 
 
@@ -208,6 +212,7 @@ def stats() -> dict[str, int]:
         "truncated": counters.truncated,
         "tool_bodies_skipped": tool_wire.memory.skipped_bodies if tool_wire is not None else 0,
         "tool_results_unpaired": tool_wire.memory.unpaired if tool_wire is not None else 0,
+        **(otlp.stats() if (otlp := sys.modules.get("cvdiag.write._otlp")) is not None else {}),
     }
 
 

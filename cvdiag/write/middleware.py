@@ -20,7 +20,8 @@ from cvdiag.contract.compiled import compiled_module
 from cvdiag.contract.ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from cvdiag.contract.schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
 from cvdiag.contract.scrubber import SCAN_LIMIT, scrub_clipped
-from cvdiag.write import config
+from cvdiag.contract.trace_context import test_id_from_trace_headers
+from cvdiag.write import _otlp_link, config
 from cvdiag.write._errors import error_metadata, is_cancelled
 from cvdiag.write._inflight import InFlight
 from cvdiag.write.context import EMPTY_FORWARD, RequestContext, bind_now, make_context, resolve_slug, unbind
@@ -31,6 +32,9 @@ DEFAULT_TEST_ID_HEADER = TEST_ID_HEADER
 DEFAULT_SLUG_HEADER = SLUG_HEADER
 DEFAULT_ECHO_TEST_ID = True
 DEFAULT_EXCLUDE_PATHS: tuple[str, ...] = ()
+DEFAULT_LAYER = "backend"
+#: The layers a middleware can write as: the service under test, or the LLM mock.
+LAYERS = ("backend", "aimock")
 
 #: Longest forwarded header value kept in the request context.
 FORWARD_VALUE_LIMIT = 256
@@ -43,6 +47,9 @@ CONTENT_LENGTH_DIGITS = 19
 _EDGE = frozenset(h.encode() for h in EDGE_HEADERS)
 _FORWARD = tuple(h.encode() for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HEADER, SLUG_HEADER))
 _CONTENT_LENGTH = b"content-length"
+#: W3C trace context: a test id when no ``x-test-id`` came (spec section 9).
+_TRACEPARENT = b"traceparent"
+_BAGGAGE = b"baggage"
 _CONTENT_TYPE = b"content-type"
 _EVENT_STREAM = b"text/event-stream"
 #: SSE lines end in CRLF, LF or CR.
@@ -130,6 +137,16 @@ def _emit_ingress(scope: Scope, found: Mapping[bytes, bytes], adopted: bool) -> 
     )
 
 
+def _emit_mock_ingress(scope: Scope, found: Mapping[bytes, bytes], adopted: bool) -> None:
+    emit_edge(
+        "aimock.request.ingress",
+        {"path": scope.get("path"), "content_length": _content_length(found.get(_CONTENT_LENGTH)), "match_keys": None},
+        outcome="info",
+        duration_ms=None,
+        edge_headers=None,
+    )
+
+
 def _emit_error(error: BaseException, elapsed: int) -> None:
     emit_edge("backend.error.caught", error_metadata(error), outcome="err", duration_ms=elapsed, edge_headers=None)
 
@@ -159,14 +176,22 @@ class CvdiagMiddleware:
         slug_header: str = DEFAULT_SLUG_HEADER,
         echo_test_id: bool = DEFAULT_ECHO_TEST_ID,
         exclude_paths: Iterable[str] = DEFAULT_EXCLUDE_PATHS,
+        layer: str = DEFAULT_LAYER,
     ) -> None:
+        if layer not in LAYERS:
+            raise ValueError(f"layer must be one of {', '.join(LAYERS)}, got {layer!r}")
         self.app = app
+        #: ``aimock``: this app is the LLM's stand-in (a mock provider): its lines are the
+        #: LLM mock's (``aimock.*``), so its 500 reads as the provider's error.
+        self.mock = layer == "aimock"
         self.slug = sanitize_slug(slug) if slug else None
         self.test_id_header = test_id_header.lower().encode("latin-1")
         self.slug_header = slug_header.lower().encode("latin-1")
         self.echo_test_id = echo_test_id
         self.exclude_paths = frozenset(p.rstrip("/") or "/" for p in exclude_paths)
-        self._wanted = frozenset({self.test_id_header, self.slug_header, _CONTENT_LENGTH, *_FORWARD, *_EDGE})
+        self._wanted = frozenset(
+            {self.test_id_header, self.slug_header, _CONTENT_LENGTH, _TRACEPARENT, _BAGGAGE, *_FORWARD, *_EDGE}
+        )
         self._wanted_response = frozenset({_CONTENT_LENGTH, _CONTENT_TYPE, self.test_id_header, *_EDGE})
         self._in_flight = InFlight()
         #: path -> its demo: a service serves few paths, and a lookup costs a fifth of the parse.
@@ -196,6 +221,8 @@ class CvdiagMiddleware:
             await self.app(scope, receive, send)
             return
         scope[_SCOPE_MARK] = True
+        if settings.otlp or settings.otlp_spans:
+            _otlp_link.note_request(ctx.test_id, found.get(_TRACEPARENT))
         tokens = bind_now(ctx)
         try:
             # Resolved once per request: the per-chunk path must stay a counter unless
@@ -205,7 +232,7 @@ class CvdiagMiddleware:
             if tier is Tier.DEBUG:  # only debug differs per slug
                 tier = settings.tier_for(ctx.slug)
             if tier is not Tier.DEFAULT:
-                _emit_ingress(scope, found, adopted)
+                (_emit_mock_ingress if self.mock else _emit_ingress)(scope, found, adopted)
             await _Responder(self, ctx, tier, start_ns)(scope, receive, send)
         finally:
             unbind(tokens)
@@ -219,6 +246,8 @@ class CvdiagMiddleware:
         was adopted, and the request headers cvdiag reads."""
         found = _pick_headers(scope.get("headers") or (), self._wanted)
         adopted = sanitize_test_id(found.get(self.test_id_header))
+        if adopted is None and self.test_id_header not in found and (_TRACEPARENT in found or _BAGGAGE in found):
+            adopted = test_id_from_trace_headers(found.get(_TRACEPARENT), found.get(_BAGGAGE))
         test_id = adopted or new_test_id()
         slug_raw = found.get(self.slug_header)
         forward = (
@@ -386,13 +415,22 @@ class _Responder:
                 self.streaming = self.tier is not Tier.DEBUG  # debug writes an event per chunk
                 if self.tier is not Tier.DEFAULT:
                     emit_edge(
-                        "backend.sse.first_byte",
+                        "aimock.response.start" if self.middleware.mock else "backend.sse.first_byte",
                         {"delta_ms_from_ingress": elapsed_ms(self.start_ns)},
                         outcome="ok",
                         duration_ms=None,
                         edge_headers=self.edge,
                     )
-            if body and self.tier is Tier.DEBUG and kind == "http.response.body":
+            if body and self.tier is Tier.DEBUG and kind == "http.response.body" and self.middleware.mock:
+                emit_edge(
+                    "aimock.sse.chunk",
+                    {"chunk_size_bytes": len(body), "sequence_num": self.sse_sequence},
+                    outcome="info",
+                    duration_ms=None,
+                    edge_headers=None,
+                )
+                self.sse_sequence += 1
+            elif body and self.tier is Tier.DEBUG and kind == "http.response.body":
                 emit_edge(
                     "backend.sse.event",
                     {
@@ -426,7 +464,20 @@ class _Responder:
             _close_tool_calls(self.ctx, raised=caught is not None)
         # Finished after the client left: a middleware between (BaseHTTPMiddleware) ended
         # the body of a stream that the client no longer read.
-        if self.finished and not self.disconnected:
+        if self.finished and not self.disconnected and self.middleware.mock:
+            emit_edge(
+                "aimock.response.complete",
+                {
+                    "http_status": self.status,
+                    "total_bytes": self.bytes_sent,
+                    "total_duration_ms": self.finished_ms,
+                    "chunk_count": self.sse_events,
+                },
+                outcome="ok" if self.status < 500 else "err",
+                duration_ms=self.finished_ms,
+                edge_headers=self.edge,
+            )
+        elif self.finished and not self.disconnected:
             done = self.finished_ms
             emit_edge(
                 "backend.response.complete",
@@ -455,7 +506,7 @@ class _Responder:
             else:
                 kind = "fin_premature"
             emit_edge(
-                "backend.sse.aborted",
+                "aimock.response.aborted" if self.middleware.mock else "backend.sse.aborted",
                 {"termination_kind": kind, "bytes_before_abort": self.bytes_sent},
                 outcome="err",
                 duration_ms=elapsed,

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, ParamSpec, TypeVar
 
 from cvdiag.contract.schema import OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER
+from cvdiag.contract.trace_context import TRACEPARENT_HEADER
 from cvdiag.write.config import get_settings
 from cvdiag.write.context import RequestContext, current_context
 
@@ -51,7 +52,12 @@ R = TypeVar("R")
 _LIBRARIES: tuple[str, ...] = ("httpx", "httpx2")
 _CLIENT_CLASSES: tuple[str, ...] = ("Client", "AsyncClient")
 #: Headers taken from ``RequestContext.forward``; the id and slug come from the context itself.
-_FORWARDED: tuple[str, ...] = tuple(h for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HEADER, SLUG_HEADER))
+#: ``traceparent`` only ever comes from a context made with one (the pytest plugin's test
+#: trace): the middleware never puts an inbound one in ``forward``.
+_FORWARDED: tuple[str, ...] = (
+    *(h for h in OUTBOUND_ALLOW_LIST if h not in (TEST_ID_HEADER, SLUG_HEADER)),
+    TRACEPARENT_HEADER,
+)
 _UNKNOWN_SLUG = "unknown"
 _MARK = "__cvdiag_original__"
 
