@@ -10,7 +10,6 @@ else the test id.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import subprocess
 import time
@@ -19,7 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from cvdiag.contract.timestamps import wire_ts
-from cvdiag.history.store import FIELD_MAX, NAME_MAX, REASON_MAX, URL_MAX, Result, Run, count, number, text
+from cvdiag.history.store import (
+    FIELD_MAX,
+    NAME_MAX,
+    REASON_MAX,
+    URL_MAX,
+    Result,
+    Run,
+    count,
+    keyed,
+    number,
+    tests_digest,
+    text,
+)
 from cvdiag.read import correlate
 from cvdiag.read.count import each_envelope
 from cvdiag.read.parsing import Tally
@@ -231,8 +242,8 @@ def tests_of(
         results.append(
             Result(
                 run_id=run_id,
-                name=text(label, NAME_MAX) or "(no test id)",
-                test_id=text(tid, FIELD_MAX) or "(no test id)",
+                name=keyed(label, NAME_MAX) or "(no test id)",
+                test_id=keyed(tid, FIELD_MAX) or "(no test id)",
                 status=(outcomes or {}).get(tid) or _status(row),
                 cls=text(diag.get("class") or row.get("class"), FIELD_MAX),
                 confidence=number(diag.get("confidence")),
@@ -252,10 +263,7 @@ def tests_of(
 
 def content_run_id(results: Iterable[Result]) -> str:
     """A run id from what the logs hold: the same logs added twice are one run."""
-    digest = hashlib.sha256()
-    for tid in sorted(r.test_id for r in results):
-        digest.update(tid.encode() + b"\n")
-    return "logs:" + digest.hexdigest()[:20]
+    return "logs:" + tests_digest(r.test_id for r in results)[:20]
 
 
 def now() -> str:
@@ -264,7 +272,7 @@ def now() -> str:
 
 def make_run(info: RunInfo, results: Sequence[Result], started_at: str | None = None) -> tuple[Run, list[Result]]:
     """The run row, and its results carrying its id (the id may come from them)."""
-    run_id = text(info.run_id, FIELD_MAX) or content_run_id(results)
+    run_id = keyed(info.run_id, FIELD_MAX) or content_run_id(results)
     results = [r if r.run_id == run_id else _with_run(r, run_id) for r in results]
     starts = [r.started_at for r in results if r.started_at]
     run = Run(

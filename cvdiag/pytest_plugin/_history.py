@@ -94,7 +94,7 @@ class SessionHistory:
     def _record(self, logs: Sequence[str]) -> str:
         from cvdiag.history import record
         from cvdiag.history.backend import open_store
-        from cvdiag.history.store import FIELD_MAX, NAME_MAX, Result, add_to, text
+        from cvdiag.history.store import FIELD_MAX, NAME_MAX, Result, add_to, keyed
         from cvdiag.read.sources import resolve_sources
 
         node_of: dict[str, str] = {}
@@ -118,7 +118,7 @@ class SessionHistory:
         for tid, node in node_of.items():  # tests that emitted nothing are results too
             o = self.outcomes.get(node)
             if tid not in have and o is not None:
-                results.append(Result("", text(node, NAME_MAX) or "", text(tid, FIELD_MAX) or "", status[tid],
+                results.append(Result("", keyed(node, NAME_MAX) or "", keyed(tid, FIELD_MAX) or "", status[tid],
                                       None, None, None, round(o.duration_s * 1000, 3), None, None, None, None, None,
                                       None, None))  # fmt: skip
         if not results:
