@@ -40,8 +40,10 @@ def add(args: argparse.Namespace) -> int:
         name_of = record.namer(args.name_pattern)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if not args.paths and (sys.stdin is None or sys.stdin.isatty()) and recording.kept_runs(args.db):
-        return _add_kept(args)  # no logs: the runs kept from before
+    if args.kept:
+        if args.paths:
+            raise UsageError("--kept records the runs kept from before, and takes no logs")
+        return _add_kept(args)
     sources = _sources(args.paths, spool_stdin=True)  # read twice: tests, then their extras
     results, tally = record.tests_of(sources, "", name_of=name_of, slow_s=args.slow_s)
     _note(tally)
@@ -74,6 +76,8 @@ def _add_kept(args: argparse.Namespace) -> int:
         _json_out({"db": done.where if done else None, "earlier": done.earlier if done else []})
     elif done:
         views.recorded(Out(), None, done)
+    else:
+        Out().line(f"no runs are kept for this history (in {recording.kept_folder(args.db)})")
     return OK_EXIT
 
 
@@ -183,6 +187,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "default: the pytest node id of --cvdiag-emit-probe lines, else the test id",
     )
     sp.add_argument("--slow-s", type=float, default=30.0, metavar="S", help="LLM slow threshold (default 30)")
+    sp.add_argument(
+        "--kept",
+        action="store_true",
+        help="record only the runs kept because the history could not be written then (every add records them too)",
+    )
 
     sp = command("runs", "the runs recorded, newest first", runs)
     sp.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")

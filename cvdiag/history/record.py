@@ -37,6 +37,7 @@ from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import Source
 
 RUN_ID_ENV = "CVDIAG_RUN_ID"
+RUN_PART_ENV = "CVDIAG_RUN_PART"
 _LLM_START, _LLM_RESPONSE = "backend.llm.call.start", "backend.llm.call.response"
 _TOOL_RESPONSE = "backend.tool.call.response"
 _PROBE_START = "probe.start"
@@ -120,10 +121,29 @@ _CIS = (
 )
 
 
+def leg(env: Mapping[str, str]) -> str | None:
+    """Which leg of a parallel job this is, where the CI says: ``CVDIAG_RUN_PART`` (e.g.
+    ``${{ strategy.job-index }}`` on GitHub Actions, which tells its legs apart nowhere
+    else), CircleCI's ``CIRCLE_NODE_INDEX`` of ``CIRCLE_NODE_TOTAL`` > 1, Jenkins'
+    ``STAGE_NAME`` (parallel stages share the ``BUILD_TAG``). Legs the CI does not
+    name are told apart by their tests when written (``recording.add_leg``)."""
+    if env.get(RUN_PART_ENV):
+        return env[RUN_PART_ENV]
+    if env.get("CIRCLECI") and env.get("CIRCLE_NODE_INDEX") and env.get("CIRCLE_NODE_TOTAL", "1") not in ("", "1"):
+        return f"node-{env['CIRCLE_NODE_INDEX']}"
+    if env.get("JENKINS_URL") and env.get("STAGE_NAME"):
+        return env["STAGE_NAME"]
+    return None
+
+
 def from_ci(env: Mapping[str, str]) -> RunInfo:
-    """The run as the CI's environment describes it; ``CVDIAG_RUN_ID`` names it anywhere."""
+    """The run as the CI's environment describes it, with its leg; ``CVDIAG_RUN_ID``
+    names it anywhere."""
     found = next((read_ci(env) for var, read_ci in _CIS if env.get(var)), RunInfo())
     run_id = env.get(RUN_ID_ENV) or found.run_id
+    part = leg(env)
+    if run_id and part:
+        run_id = f"{run_id}/{part}"
     return RunInfo(run_id, found.commit_sha, found.branch, found.job_url, found.ci)
 
 
