@@ -21,7 +21,8 @@ from cvdiag.face._commands import TEST_ID_ATTR_HELP, _json_out, _note, _sources,
 from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, USAGE_EXIT, UsageError, exit_code
 from cvdiag.face.render import Out
 from cvdiag.history.queries import DEFAULT_WINDOW
-from cvdiag.history.store import Store, add_to
+from cvdiag.history.store import Store
+from cvdiag.read.sources import InputError
 
 
 def _asked(args: argparse.Namespace, ask: Callable[[Store], Any]) -> Any:
@@ -33,27 +34,61 @@ def _asked(args: argparse.Namespace, ask: Callable[[Store], Any]) -> Any:
 
 
 def add(args: argparse.Namespace) -> int:
-    from cvdiag.history import record
+    from cvdiag.history import record, recording
 
     try:
         name_of = record.namer(args.name_pattern)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.kept:
+        if args.paths:
+            raise UsageError("--kept records the runs kept from before, and takes no logs")
+        return _add_kept(args)
     sources = _sources(args.paths, spool_stdin=True, test_id_attr=args.test_id_attr)  # read twice
     results, tally = record.tests_of(sources, "", name_of=name_of, slow_s=args.slow_s)
     _note(tally)
+    if tally.untracked:
+        raise InputError(
+            f"the inputs hold more than {tally.untracked_limit:,} test ids, more than one pass reads: a run is "
+            f"recorded whole or not at all, so nothing was recorded (add the logs of one run at a time, or raise "
+            "CVDIAG_MAX_TESTS)"
+        )
     if not results:
         print("cvdiag: no tests found in the inputs; nothing recorded", file=sys.stderr)
         return NOTHING_EXIT
     info = record.described(record.RunInfo(args.run_id, args.commit, args.branch, args.job_url), os.environ)
     run, results = record.make_run(info, results, wire_ts(seconds_ns(args.started)) if args.started else None)
-    added, where = add_to(open_history(args.db, write=True), run, results)
-    summary = {"run_id": run.run_id, "added": added, "tests": run.tests, "failed": run.failed, "db": where}
+    done = _recorded(lambda: recording.record(args.db, run, results))
+    summary = {"run_id": done.run_id, "added": done.added, "tests": run.tests, "failed": run.failed,
+               "db": done.where, "earlier": done.earlier}  # fmt: skip
     if args.json:
         _json_out(summary)
     else:
-        views.recorded(Out(), summary, added, where)
+        views.recorded(Out(), summary, done)
     return OK_EXIT
+
+
+def _add_kept(args: argparse.Namespace) -> int:
+    from cvdiag.history import recording
+
+    done = _recorded(lambda: recording.record_kept(args.db))
+    if args.json:
+        _json_out({"db": done.where if done else None, "earlier": done.earlier if done else []})
+    elif done:
+        views.recorded(Out(), None, done)
+    else:
+        Out().line(f"no runs are kept for this history (in {recording.kept_folder(args.db)})")
+    return OK_EXIT
+
+
+def _recorded(write: Callable[[], Any]) -> Any:
+    """A write, with a missing extra as a usage error that names it."""
+    from cvdiag.history.store import MissingExtra
+
+    try:
+        return write()
+    except MissingExtra as exc:
+        raise UsageError(str(exc)) from None
 
 
 def runs(args: argparse.Namespace) -> int:
@@ -153,6 +188,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "default: the pytest node id of --cvdiag-emit-probe lines, else the test id",
     )
     sp.add_argument("--slow-s", type=float, default=30.0, metavar="S", help="LLM slow threshold (default 30)")
+    sp.add_argument(
+        "--kept",
+        action="store_true",
+        help="record only the runs kept because the history could not be written then (every add records them too)",
+    )
 
     sp = command("runs", "the runs recorded, newest first", runs)
     sp.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")

@@ -17,11 +17,18 @@ def _short(commit: str | None) -> str:
     return (commit or "")[:10]
 
 
-def recorded(out: Out, run: dict[str, Any], added: bool, where: str) -> None:
-    if added:
-        out.line(f"recorded run {run['run_id']}: {run['tests']} tests, {run['failed']} failed, in {where}", OK)
+def recorded(out: Out, run: dict[str, Any] | None, done: Any) -> None:
+    """What ``history add`` did: the kept runs it recorded first, then this run."""
+    for note in done.notes:
+        out.line(note, WARN)
+    for run_id in done.earlier:
+        out.line(f"recorded run {run_id}, kept from an earlier try, in {done.where}", OK)
+    if run is None:
+        return
+    if done.added:
+        out.line(f"recorded run {run['run_id']}: {run['tests']} tests, {run['failed']} failed, in {done.where}", OK)
     else:
-        out.line(f"run {run['run_id']} is in {where} already: nothing changed", DIM)
+        out.line(f"run {run['run_id']} is in {done.where} already: nothing changed", DIM)
 
 
 def runs(out: Out, rows: list[dict[str, Any]]) -> None:

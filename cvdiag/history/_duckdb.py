@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from cvdiag.history.recording import scratch, sweep
 from cvdiag.history.store import (
     RESULT_COLUMNS,
     RESULT_TYPES,
     RUN_COLUMNS,
     SCHEMA_VERSION,
     HistoryError,
+    LastingError,
     MissingExtra,
     Result,
     Run,
@@ -62,12 +64,19 @@ class DuckStore:
         if duckdb is None:
             raise MissingExtra("DuckDB", "history")
         self.where = path
+        if os.path.isdir(path):
+            raise LastingError(
+                f"{path} is a folder, not a history file: give a file's path, such as "
+                f"{os.path.join(path, 'history.duckdb')}"
+            )
         if not write and not os.path.exists(path):
             raise HistoryError(f"no history at {path} yet (record a run with: cvdiag history add LOG)")
         if write and os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         deadline = time.monotonic() + _lock_wait_s()
         self._turn = _writers_turn(path, deadline) if write else None
+        if write:
+            sweep(path)  # what a killed writer left
         try:
             self.con = _connect(path, write, deadline)
             try:
@@ -102,11 +111,11 @@ class DuckStore:
                 self.con.execute("ROLLBACK")
                 raise
         except duckdb.Error as exc:
-            raise HistoryError(f"{self.where}: {one_line(exc)}") from None
+            raise HistoryError(_explain(exc, self.where)) from None
 
     def add_run(self, run: Run, results: Sequence[Result]) -> bool:
         con = self.con
-        staged = _staged(results) if results else None
+        staged = _staged(self.where, results) if results else None
         try:
             con.execute("BEGIN TRANSACTION")
             try:
@@ -120,7 +129,7 @@ class DuckStore:
                 con.execute("ROLLBACK")
                 raise
         except duckdb.Error as exc:
-            raise HistoryError(f"{self.where}: {one_line(exc)}") from None
+            raise HistoryError(_explain(exc, self.where)) from None
         finally:
             if staged:
                 os.unlink(staged)
@@ -130,7 +139,7 @@ class DuckStore:
         try:
             return self.con.execute(sql.replace("%s", "?"), list(params)).fetchall()
         except duckdb.Error as exc:
-            raise HistoryError(f"{self.where}: {one_line(exc)}") from None
+            raise HistoryError(_explain(exc, self.where)) from None
 
     def close(self) -> None:
         try:
@@ -190,7 +199,7 @@ def _connect(path: str, write: bool, deadline: float) -> Any:
         try:
             return duckdb.connect(path, read_only=not write)
         except duckdb.Error as exc:
-            if last or "lock" not in str(exc).lower():
+            if last or not _locked(exc):
                 raise HistoryError(_explain(exc, path)) from None
     return None  # not reached: the last try returns or raises
 
@@ -208,11 +217,11 @@ def _tries(deadline: float) -> Iterator[bool]:
         pause = min(pause * 2, 0.5)
 
 
-def _staged(results: Sequence[Result]) -> str:
-    """The results as a CSV file (floats as ``repr``: exact); its path."""
-    fd, path = tempfile.mkstemp(prefix="cvdiag-history-", suffix=".csv")
+def _staged(history: str, results: Sequence[Result]) -> str:
+    """The results as a CSV file beside the history (floats as ``repr``: exact); its path."""
+    path = scratch(history, "staged") + ".csv"
     try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
             csv.writer(fh, lineterminator="\n").writerows(result_rows(results))
     except BaseException:
         os.unlink(path)
@@ -228,10 +237,25 @@ def _in_use(path: str) -> str:
     return f"{path} is in use by another process (one process at a time writes a history); try again"
 
 
+#: DuckDB's words for a file another process holds ("Could not set lock on file ...:
+#: Conflicting lock is held in ..."), as words: "block" says nothing of a lock.
+_LOCKED = re.compile(r"\block\b|\bconflicting lock\b", re.IGNORECASE)
+#: DuckDB's words for a file whose blocks it cannot read.
+_DAMAGED = re.compile(r"corrupt|checksum|could not read enough bytes", re.IGNORECASE)
+_NOT_DUCKDB = re.compile(r"not a valid duckdb", re.IGNORECASE)
+
+
+def _locked(exc: Exception) -> bool:
+    return bool(_LOCKED.search(str(exc)))
+
+
 def _explain(exc: Exception, path: str) -> str:
     msg = one_line(exc)
-    if "lock" in msg.lower():
+    aside = f"move it aside (mv {path} {path}.damaged): the next run starts a new history there"
+    if _DAMAGED.search(msg):
+        return f"{path} is damaged: DuckDB cannot read it ({msg}); {aside}, or put back a copy from before"
+    if _NOT_DUCKDB.search(msg):
+        return f"{path} is not a DuckDB history file, or its start is damaged ({msg}); if it is the history, {aside}"
+    if _LOCKED.search(msg):
         return _in_use(path)
-    if "not a valid" in msg.lower() or "database file" in msg.lower():
-        return f"{path} is not a DuckDB history file: {msg}"
     return f"{path}: {msg}"

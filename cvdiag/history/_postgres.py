@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
+from cvdiag.history.credentials import masked, redacted
 from cvdiag.history.store import (
     POSTGRES_INDEXES,
     RESULT_COLUMNS,
@@ -25,7 +25,6 @@ from cvdiag.history.store import (
     check_version,
     migrate,
     one_line,
-    redacted,
     result_rows,
 )
 
@@ -56,24 +55,25 @@ class PostgresStore:
         if psycopg is None:
             raise MissingExtra("PostgreSQL", "postgres")
         self.where = redacted(url)
-        try:
-            self._secret = urlsplit(url).password
-        except ValueError:
-            self._secret = None
+        self._url = url
         try:
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
         except psycopg.Error as exc:
-            raise HistoryError(f"cannot use the history at {self.where}: {one_line(exc, self._secret)}") from None
+            raise HistoryError(f"cannot use the history at {self.where}: {self._said(exc)}") from None
         except Exception as exc:  # a malformed URL or option: psycopg raises ProgrammingError or ValueError
-            raise HistoryError(f"not a usable PostgreSQL URL {self.where}: {one_line(exc, self._secret)}") from None
+            raise HistoryError(f"not a usable PostgreSQL URL {self.where}: {self._said(exc)}") from None
         try:
             self._schema(write)
         except BaseException:
             self.conn.close()
             raise
 
+    def _said(self, exc: Exception) -> str:
+        """The driver's message on one line, without a secret of the URL it may quote."""
+        return masked(one_line(exc), self._url)
+
     def _fail(self, exc: Exception) -> HistoryError:
-        return HistoryError(f"{self.where}: {one_line(exc, self._secret)}")
+        return HistoryError(f"{self.where}: {self._said(exc)}")
 
     def _version(self) -> int | None:
         row = self.conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()

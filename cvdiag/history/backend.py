@@ -6,14 +6,15 @@ sits above both, so no module imports one that imports it back.
 
 from __future__ import annotations
 
-from cvdiag.history.store import POSTGRES_URL, Store, location
+from cvdiag.history.credentials import is_postgres
+from cvdiag.history.store import Store, location
 
 
 def open_store(db: str | None = None, *, write: bool = False) -> Store:
     """The history at ``db`` (see ``store.location``). Reading a history that does not
     exist is a ``HistoryError``; writing creates it."""
     where = location(db)
-    if POSTGRES_URL.match(where):
+    if is_postgres(where):
         from cvdiag.history import _postgres
 
         return _postgres.PostgresStore(where, write=write)

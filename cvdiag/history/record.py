@@ -10,7 +10,6 @@ else the test id.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import subprocess
 import time
@@ -19,13 +18,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from cvdiag.contract.timestamps import wire_ts
-from cvdiag.history.store import FIELD_MAX, NAME_MAX, REASON_MAX, URL_MAX, Result, Run, count, number, text
+from cvdiag.history.store import (
+    FIELD_MAX,
+    NAME_MAX,
+    REASON_MAX,
+    URL_MAX,
+    Result,
+    Run,
+    count,
+    keyed,
+    number,
+    tests_digest,
+    text,
+)
 from cvdiag.read import correlate
 from cvdiag.read.count import each_envelope
 from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import Source
 
 RUN_ID_ENV = "CVDIAG_RUN_ID"
+RUN_PART_ENV = "CVDIAG_RUN_PART"
 _LLM_START, _LLM_RESPONSE = "backend.llm.call.start", "backend.llm.call.response"
 _TOOL_RESPONSE = "backend.tool.call.response"
 _PROBE_START = "probe.start"
@@ -109,10 +121,29 @@ _CIS = (
 )
 
 
+def leg(env: Mapping[str, str]) -> str | None:
+    """Which leg of a parallel job this is, where the CI says: ``CVDIAG_RUN_PART`` (e.g.
+    ``${{ strategy.job-index }}`` on GitHub Actions, which tells its legs apart nowhere
+    else), CircleCI's ``CIRCLE_NODE_INDEX`` of ``CIRCLE_NODE_TOTAL`` > 1, Jenkins'
+    ``STAGE_NAME`` (parallel stages share the ``BUILD_TAG``). Legs the CI does not
+    name are told apart by their tests when written (``recording.add_leg``)."""
+    if env.get(RUN_PART_ENV):
+        return env[RUN_PART_ENV]
+    if env.get("CIRCLECI") and env.get("CIRCLE_NODE_INDEX") and env.get("CIRCLE_NODE_TOTAL", "1") not in ("", "1"):
+        return f"node-{env['CIRCLE_NODE_INDEX']}"
+    if env.get("JENKINS_URL") and env.get("STAGE_NAME"):
+        return env["STAGE_NAME"]
+    return None
+
+
 def from_ci(env: Mapping[str, str]) -> RunInfo:
-    """The run as the CI's environment describes it; ``CVDIAG_RUN_ID`` names it anywhere."""
+    """The run as the CI's environment describes it, with its leg; ``CVDIAG_RUN_ID``
+    names it anywhere."""
     found = next((read_ci(env) for var, read_ci in _CIS if env.get(var)), RunInfo())
     run_id = env.get(RUN_ID_ENV) or found.run_id
+    part = leg(env)
+    if run_id and part:
+        run_id = f"{run_id}/{part}"
     return RunInfo(run_id, found.commit_sha, found.branch, found.job_url, found.ci)
 
 
@@ -231,8 +262,8 @@ def tests_of(
         results.append(
             Result(
                 run_id=run_id,
-                name=text(label, NAME_MAX) or "(no test id)",
-                test_id=text(tid, FIELD_MAX) or "(no test id)",
+                name=keyed(label, NAME_MAX) or "(no test id)",
+                test_id=keyed(tid, FIELD_MAX) or "(no test id)",
                 status=(outcomes or {}).get(tid) or _status(row),
                 cls=text(diag.get("class") or row.get("class"), FIELD_MAX),
                 confidence=number(diag.get("confidence")),
@@ -252,10 +283,7 @@ def tests_of(
 
 def content_run_id(results: Iterable[Result]) -> str:
     """A run id from what the logs hold: the same logs added twice are one run."""
-    digest = hashlib.sha256()
-    for tid in sorted(r.test_id for r in results):
-        digest.update(tid.encode() + b"\n")
-    return "logs:" + digest.hexdigest()[:20]
+    return "logs:" + tests_digest(r.test_id for r in results)[:20]
 
 
 def now() -> str:
@@ -264,7 +292,7 @@ def now() -> str:
 
 def make_run(info: RunInfo, results: Sequence[Result], started_at: str | None = None) -> tuple[Run, list[Result]]:
     """The run row, and its results carrying its id (the id may come from them)."""
-    run_id = text(info.run_id, FIELD_MAX) or content_run_id(results)
+    run_id = keyed(info.run_id, FIELD_MAX) or content_run_id(results)
     results = [r if r.run_id == run_id else _with_run(r, run_id) for r in results]
     starts = [r.started_at for r in results if r.started_at]
     run = Run(

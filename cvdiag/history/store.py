@@ -13,14 +13,13 @@ SQL text; text is capped and NUL-free (PostgreSQL's text cannot hold NUL) before
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
 import os
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from cvdiag.read.sources import InputError
 
@@ -31,14 +30,17 @@ HISTORY_ENV = "CVDIAG_HISTORY"
 #: Text columns are cut to these many characters (a name or reason can be megabytes).
 NAME_MAX, REASON_MAX, FIELD_MAX, URL_MAX = 512, 1024, 256, 1024
 
-POSTGRES_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
-
 
 class HistoryError(InputError):
     """The history database cannot answer: down, refused, locked, newer, missing (exit 1)."""
 
 
-class MissingExtra(HistoryError):
+class LastingError(HistoryError):
+    """The history cannot be written as it is, however often one tries (a newer schema, a
+    folder at its path, a missing extra): a run is not kept for a later try."""
+
+
+class MissingExtra(LastingError):
     """A backend's Python package is not installed; says which extra brings it."""
 
     def __init__(self, backend: str, extra: str) -> None:
@@ -113,21 +115,6 @@ POSTGRES_INDEXES: tuple[str, ...] = (
 )
 
 
-def redacted(url: str) -> str:
-    """``url`` with its password replaced by ``***``: what may be printed."""
-    if not POSTGRES_URL.match(url):
-        return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://***"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
 def location(db: str | None) -> str:
     """The history to use: ``--db``, else ``CVDIAG_HISTORY``, else ``.cvdiag/history.duckdb``."""
     return db or os.environ.get(HISTORY_ENV) or DEFAULT_PATH
@@ -144,6 +131,25 @@ def text(value: Any, limit: int) -> str | None:
     if "\x00" in s:
         s = s.replace("\x00", "\\x00")
     return s.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be stored
+
+
+def keyed(value: Any, limit: int) -> str | None:
+    """``text`` of a value that tells things apart (a test's name, a test id, a run id):
+    cut to ``limit``, it ends with a digest of the whole value, so two long values that
+    share their start stay two, and one value is cut alike in every run."""
+    s = value if isinstance(value, str) or value is None else str(value)
+    if s is None or len(s) <= limit:
+        return text(s, limit)
+    digest = hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text(s, limit - len(digest) - 1)}#{digest}"
+
+
+def tests_digest(test_ids: Iterable[str]) -> str:
+    """A digest of a run's test ids, whatever their order: what tells two runs apart."""
+    digest = hashlib.sha256()
+    for tid in sorted(test_ids):
+        digest.update(tid.encode("utf-8", "surrogatepass") + b"\n")
+    return digest.hexdigest()
 
 
 def number(value: Any) -> float | None:
@@ -190,7 +196,7 @@ def check_version(found: int | None, where: str, *, write: bool = True) -> None:
     """Refuses a database a newer cvdiag wrote, and, to read, one that holds no history
     or an older schema (a write migrates it)."""
     if found is not None and found > SCHEMA_VERSION:
-        raise HistoryError(
+        raise LastingError(
             f"{where} holds history schema {found}, newer than this cvdiag's {SCHEMA_VERSION}: upgrade cvdiag"
         )
     if not write and found is None:
@@ -218,9 +224,6 @@ def add_to(store: Store, run: Run, results: Sequence[Result]) -> tuple[bool, str
         store.close()
 
 
-def one_line(exc: BaseException, secret: str | None = None) -> str:
-    """A driver's message on one line, without a password it might quote."""
-    msg = " ".join(str(exc).split()) or type(exc).__name__
-    if secret:
-        msg = msg.replace(secret, "***")
-    return msg
+def one_line(exc: BaseException) -> str:
+    """A driver's message on one line."""
+    return " ".join(str(exc).split()) or type(exc).__name__

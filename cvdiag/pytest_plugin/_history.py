@@ -1,16 +1,19 @@
 """``pytest --cvdiag-history [DB]``: the session recorded as one run of the history.
 
 Each process that runs tests spools every test's in-process envelopes and its node id
-to a folder as the test ends (memory stays flat). The process that sees every outcome
-(the only one, or pytest-xdist's controller, which hands its workers the folder through
-``workerinput``) records the run at the end of the session: one run however many workers.
+to a folder beside the history as the test ends (memory stays flat; a killed session's
+folder is removed by the next writer, never left in TMPDIR). The process that sees every
+outcome (the only one, or pytest-xdist's controller, which hands its workers the folder
+through ``workerinput``) records the run at the end of the session: one run however many
+workers. The history never fails the session: whatever goes wrong is one line of its
+summary, and a run that could not be written is kept for the next writer.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +47,7 @@ class SessionHistory:
         self.started = record.now()
         workerinput = getattr(config, "workerinput", None)
         self.worker = workerinput is not None
-        self.folder = (workerinput or {}).get(_SPOOL_KEY) or tempfile.mkdtemp(prefix="cvdiag-history-")
+        self.folder = (workerinput or {}).get(_SPOOL_KEY) or _spool_folder(self.db)
         self.spool = os.path.join(self.folder, f"{os.getpid()}.ndjson")
         self.names = os.path.join(self.folder, f"{os.getpid()}.names")
         self.outcomes: dict[str, _Outcome] = {}
@@ -83,18 +86,20 @@ class SessionHistory:
         try:
             self.line = self._record(self.config.stash.get(self.logs, []))
         except Exception as exc:  # the session's own result matters more than its history
-            self.line = f"cvdiag history: could not record this session: {exc}"
+            from cvdiag.history.credentials import masked
+            from cvdiag.history.store import location
+
+            self.line = masked(f"cvdiag history: could not record this session: {exc}", location(self.db))
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.line is not None:
-            terminalreporter.write_line(self.line)
+        for line in (self.line or "").splitlines():
+            terminalreporter.write_line(line)
 
     def _record(self, logs: Sequence[str]) -> str:
-        from cvdiag.history import record
-        from cvdiag.history.backend import open_store
-        from cvdiag.history.store import FIELD_MAX, NAME_MAX, Result, add_to, text
+        from cvdiag.history import record, recording
+        from cvdiag.history.store import FIELD_MAX, NAME_MAX, Result, keyed
         from cvdiag.read.sources import resolve_sources
 
         node_of: dict[str, str] = {}
@@ -112,25 +117,63 @@ class SessionHistory:
             if (o := self.outcomes.get(node)) is not None
         }
         paths = [p for p in (*spools, *logs) if os.path.exists(p)]
-        found, _ = record.tests_of(resolve_sources(paths), "", labels=node_of, outcomes=status) if paths else ([], 0)
-        results = [r for r in found if r.test_id in node_of]  # a shared log may hold other sessions' tests
-        have = {r.test_id for r in results}
-        for tid, node in node_of.items():  # tests that emitted nothing are results too
+        found, tally = ([], None)
+        if paths:
+            found, tally = record.tests_of(resolve_sources(paths), "", labels=node_of, outcomes=status)
+        ours = {keyed(tid, FIELD_MAX): tid for tid in node_of}  # as results name them
+        results = [r for r in found if r.test_id in ours]  # a shared log may hold other sessions' tests
+        have = {ours[r.test_id] for r in results}
+        for tid, node in node_of.items():  # tests that emitted nothing (or past the limit) are results too
             o = self.outcomes.get(node)
             if tid not in have and o is not None:
-                results.append(Result("", text(node, NAME_MAX) or "", text(tid, FIELD_MAX) or "", status[tid],
+                results.append(Result("", keyed(node, NAME_MAX) or "", keyed(tid, FIELD_MAX) or "", status[tid],
                                       None, None, None, round(o.duration_s * 1000, 3), None, None, None, None, None,
                                       None, None))  # fmt: skip
         if not results:
             return "cvdiag history: no tests ran, nothing recorded"
         info = record.described(record.RunInfo(), os.environ, f"pytest:{new_test_id()}")
         run, results = record.make_run(info, results, self.started)
-        added, where = add_to(open_store(self.db, write=True), run, results)
-        if not added:
-            return f"cvdiag history: run {run.run_id} is in {where} already: nothing recorded"
-        return f"cvdiag history: recorded run {run.run_id} ({run.tests} tests, {run.failed} failed) in {where}"
+        done = recording.record(self.db, run, results)
+        said = [f"cvdiag history: recorded run {r}, kept from before, in {done.where}" for r in done.earlier]
+        said += [f"cvdiag history: {note}" for note in done.notes]
+        if not done.added:
+            said.append(f"cvdiag history: run {done.run_id} is in {done.where} already: nothing recorded")
+        else:
+            said.append(
+                f"cvdiag history: recorded run {done.run_id} ({run.tests} tests, {run.failed} failed) in {done.where}"
+            )
+        if tally is not None and tally.untracked:
+            said.append(
+                f"cvdiag history: more than {tally.untracked_limit:,} test ids in the logs: the tests past them are "
+                "recorded with pytest's outcome, without a class (CVDIAG_MAX_TESTS raises the limit)"
+            )
+        return "\n".join(said)
+
+
+def _spool_folder(db: str | None) -> str:
+    """A new folder for the session's spool, beside the history (a killed session's is
+    removed by the next writer)."""
+    from cvdiag.history import recording
+
+    recording.sweep(db)
+    path = recording.scratch(db, "session")
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 def looks_like_a_test_path(value: str) -> bool:
     """``--cvdiag-history tests/`` took the tests as the database: say so."""
-    return os.path.isdir(value) or value.endswith(".py") or "::" in value
+    from cvdiag.history.credentials import is_postgres
+
+    return not is_postgres(value) and (os.path.isdir(value) or value.endswith(".py") or "::" in value)
+
+
+def given_with_equals(config: pytest.Config, option: str) -> bool:
+    """Whether ``option`` was written ``--option=VALUE`` (on the command line, in
+    ``PYTEST_ADDOPTS`` or in the ini file's ``addopts``): then its value is meant."""
+    try:
+        words = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+        words += list(config.getini("addopts"))
+    except (ValueError, KeyError):
+        return False
+    return any(str(w).startswith(option + "=") for w in words)

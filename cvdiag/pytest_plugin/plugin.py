@@ -253,9 +253,9 @@ def _restore_env(name: str, value: str | None) -> None:
 
 
 def _start_history(config: pytest.Config, db: str) -> None:
-    from cvdiag.pytest_plugin._history import SessionHistory, looks_like_a_test_path
+    from cvdiag.pytest_plugin._history import SessionHistory, given_with_equals, looks_like_a_test_path
 
-    if db and looks_like_a_test_path(db):
+    if db and looks_like_a_test_path(db) and not given_with_equals(config, "--cvdiag-history"):
         raise pytest.UsageError(f"--cvdiag-history took {db!r} as its database: write --cvdiag-history=DB")
     config.stash[_HISTORY] = history = SessionHistory(config, db, _LOGS)
     config.pluginmanager.register(history, "cvdiag-history")
