@@ -11,6 +11,7 @@ digit) and check the character before it with a fixed-width lookbehind after tha
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import re
 from functools import lru_cache
@@ -71,17 +72,31 @@ SEPARATOR_AHEAD = re.compile(
 KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 KEY_MAX = 64
 
+# A line break that continues a header value (obs-fold, RFC 9112 section 5.2: the next
+# line starts with a blank), as written or as a repr escapes it.
+_FOLD = r"(?:\r?\n|(?:\\r)?\\n)(?=[ \t])"
+# Any run of blanks after a separator or an auth scheme, folds included (possessive: linear).
+GAP = rf"(?:[ \t]|{_FOLD})"
+# What a YAML block's next key looks like, so that a fold never takes it for a value.
+NEXT_KEY = re.compile(r"[A-Za-z_][\w.\-]{0,127}+[ \t]{0,4}+:(?![^ \t\r\n\\])", re.ASCII)
+# The rest of a value folded onto the next lines: each fold and the token after it.
+FOLDED_REST = re.compile(
+    rf"(?:{_FOLD}[ \t]{{0,64}}+(?![A-Za-z_][\w.\-]{{0,127}}+[ \t]{{0,4}}+:(?![^ \t\r\n\\]))"
+    rf"[^\s,;&\"'<>{{}}\[\]()\\]{{1,4096}}+)++",
+    re.ASCII,
+)
+
 # From the start of a key: the key, an optional closing quote and a separator. The value
 # is matched only after the key proved sensitive, so no value is scanned twice.
-# After the separator any run of blanks (``Authorization:        …``); a ``b`` before a
+# After the separator any run of blanks (``Authorization:        …``), or a fold; a ``b`` before a
 # quote is a Python bytes value (``b'…'``), and ``\u0022`` a JSON-escaped quote.
 KEY_SEP = re.compile(
     r"""(?P<key>[A-Za-z_][\w.\-]{0,127}+)(?P<kq>\\u00(?:22|27)|\\?["'])?"""
-    r"""(?P<sep>[ \t]{0,4}+(?:=>|[:=]|%(?:25)?3[Dd])[ \t]{0,64}+)(?:b(?=["']))?""",
+    r"""(?P<sep>[ \t]{0,4}+(?:=>|[:=]|%(?:25)?3[Dd])""" + GAP + r"""*+)(?:b(?=["']))?""",
     re.ASCII,
 )
 VALUE = re.compile(
-    r"""(?P<done>(?:(?i:bearer|basic|token|digest|apikey|sso-key)[ \t]{1,4}+)?\[REDACTED\])
+    r"""(?P<done>(?:(?i:bearer|basic|token|digest|apikey|sso-key)GAP++)?\[REDACTED\])
       | (?P<ref>\$\{[^}\s]{1,128}\}|\$?\{\{[^}\n]{1,128}\}\}|%\([A-Za-z_]\w{0,63}\)s|\$\([^)\n]{1,128}\)
           |os\.environ(?:\[[^\]\n]{1,128}\]|\.get\([^)\n]{1,128}\)))
       | \\u0022(?:[^\\\n]|\\(?!u0022)){0,4096}+(?:\\u0022|$)
@@ -91,10 +106,10 @@ VALUE = re.compile(
       | '(?:[^'\\\n]|\\.){0,4096}+(?:'|$)
       | `(?:[^`\\\n]|\\.){0,4096}+(?:`|$)
       | (?P<scheme>(?i:digest)[ \t]{1,4}+)[^\r\n]{1,4096}+
-      | (?P<schemeref>(?i:bearer|basic|token|apikey|sso-key)[ \t]{1,4}+
+      | (?P<schemeref>(?i:bearer|basic|token|apikey|sso-key)GAP++
           (?:\$\{\{?[^}\n]{1,128}\}\}?|\$[A-Za-z_]\w{0,127}|<[^<>\n]{1,64}>|\*{3,64}|\[[^\]\n]{1,64}\]))
-      | (?P<scheme2>(?i:bearer|basic|token|apikey|sso-key)[ \t]{1,4}+)?[^\s,;&"'<>{}\[\]()\\]{1,4096}+
-    """,
+      | (?P<scheme2>(?i:bearer|basic|token|apikey|sso-key)GAP++)?[^\s,;&"'<>{}\[\]()\\]{1,4096}+
+    """.replace("GAP", GAP),
     re.X | re.ASCII,
 )
 
@@ -169,14 +184,35 @@ NAMED_COOKIE = re.compile(
 FOLDED_COOKIE = re.compile(r",[ \t]{0,4}+(?=[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}+=)(?![0-9]{1,2} )", re.ASCII)
 COOKIE_ATTRIBUTES = words("path domain expires max-age secure httponly samesite partitioned priority version comment")
 
+# Any run of blanks (or a fold) after the scheme: ``Bearer\t\t<token>`` is the same credential.
 BEARER = re.compile(
-    r"[Bb][Ee][Aa][Rr][Ee][Rr](?<![\w\-][\s\S]{6})([ \t]{1,4}+)([A-Za-z0-9._~+/\-]{4,4096}+=*)", re.ASCII
+    r"[Bb][Ee][Aa][Rr][Ee][Rr](?<![\w\-][\s\S]{6})(" + GAP + r"++)([A-Za-z0-9._~+/\-]{4,4096}+=*)", re.ASCII
 )
 # Bare "Basic <credentials>" and "Token <key>" (DRF, GitHub): capitalised, since lowercase
 # "basic" and "token" are everyday words.
 BASIC_OR_TOKEN = re.compile(
-    r"(?:Basic|BASIC|Token|TOKEN)(?<![\w\-][\s\S]{5})([ \t]{1,4}+)([A-Za-z0-9._~+/\-]{4,4096}+=*)", re.ASCII
+    r"(?:Basic|BASIC|Token|TOKEN)(?<![\w\-][\s\S]{5})([ \t]++)([A-Za-z0-9._~+/\-]{4,4096}+=*)", re.ASCII
 )
+
+# A JWE whose header is not ``eyJ`` (JSON written with blanks: ``{ "alg"`` is ``eyAi``,
+# ``{\n  "alg"`` is ``ewog``): five base64url parts, the key part possibly empty, at the
+# start of a run (or after a ``\\n`` escape) and not part of a longer dotted name. The
+# header is decoded to be sure (is_jose_header); a run is tried from its start only, so
+# the scan stays linear.
+JWE = re.compile(
+    r"e[wy](?:(?<![A-Za-z0-9_\-.]..)|(?<=\\[nrt]..))[A-Za-z0-9_\-]{10,}+\.[A-Za-z0-9_\-]*+\.[A-Za-z0-9_\-]{4,}+"
+    r"\.[A-Za-z0-9_\-]{4,}+\.[A-Za-z0-9_\-]{4,}+(?!\.?[A-Za-z0-9_\-])",
+    re.ASCII,
+)
+
+
+def is_jose_header(segment: str) -> bool:
+    """True when ``segment`` is base64url of a JSON object naming ``alg`` or ``enc``."""
+    try:
+        text = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)).decode("utf-8")
+    except ValueError:
+        return False
+    return text.lstrip().startswith("{") and ('"alg"' in text or '"enc"' in text)
 
 
 def _shape(prefix: str, width: int, body: str) -> re.Pattern[str]:

@@ -47,7 +47,7 @@ _MASK_CHARS = "*•·xX.…#-_ "
 _MASK_DELETE = str.maketrans("", "", "*•·….")
 _MASK_RUN_CHARS = "xX*•#"
 _U_QUOTES = ("\\u0022", "\\u0027")
-_SCHEME_PREFIX = re.compile(r"(?i:bearer|basic|token|apikey|sso-key)[ \t]{1,4}+")
+_SCHEME_PREFIX = re.compile(r"(?i:bearer|basic|token|apikey|sso-key)" + p.GAP + "++")
 # A key shape cut by someone's mask (sk-proj-Ab3d…) shows at most this much of itself.
 _VISIBLE_BEFORE_MASK = 16
 _PLACEHOLDERS = words(
@@ -223,17 +223,33 @@ def _key_values(text: str) -> str:
             has_arn and m.group("sep").lstrip()[:1] == ":" and _in_arn(text, start)
         ):
             continue
+        sep = m.group("sep")
+        if ("\n" in sep or "\\n" in sep) and p.NEXT_KEY.match(text, pos):
+            continue  # "secrets:\n  token: …": the next line is a key of its own, not a folded value
         v = p.VALUE.match(text, pos)
-        replacement = None if v is None else _value_replacement(m.group("key"), m.group("sep"), v)
+        replacement = None if v is None else _value_replacement(m.group("key"), sep, v)
         if replacement is None:
             continue
         parts.append(text[last:pos])
         parts.append(replacement)
         pos = last = v.end()
+        rest = p.FOLDED_REST.match(text, pos) if text.startswith(("\r", "\n", "\\"), pos) else None
+        if rest is not None and not v.group(0).startswith(("'", '"', "`", "\\")):
+            # "x-api-key: abc\r\n def": a folded value goes on over the next lines
+            parts.append(_folded_rest(rest.group(0)))
+            pos = last = rest.end()
     if not parts:
         return text
     parts.append(text[last:])
     return "".join(parts)
+
+
+def _folded_rest(rest: str) -> str:
+    """Each folded line of a value's rest as its line break and blanks, then the marker."""
+    return "".join(m.group(1) + REDACTED for m in _FOLDED_LINE.finditer(rest))
+
+
+_FOLDED_LINE = re.compile(r"((?:\r?\n|(?:\\r)?\\n)[ \t]*+)[^\r\n\\]++")
 
 
 def _is_secret_name(key: str, text: str, start: int, sep: str) -> bool:
@@ -362,6 +378,10 @@ def _key_shape(m: re.Match[str]) -> str:
     return REDACTED
 
 
+def _jwe(m: re.Match[str]) -> str:
+    return REDACTED if p.is_jose_header(m.group(0)[: m.group(0).index(".")]) else m.group(0)
+
+
 def _emails(text: str) -> str:
     parts = []
     last = 0
@@ -440,6 +460,8 @@ def _patterns(text: str) -> str:
         text = p.BEARER.sub(_bearer, text)
     if "Basic" in text or "Token" in text or "BASIC" in text or "TOKEN" in text:
         text = p.BASIC_OR_TOKEN.sub(_basic_or_token, text)
+    if text.count(".") >= 4 and ("ey" in text or "ew" in text):
+        text = p.JWE.sub(_jwe, text)
     for literal, pattern in p.KEY_SHAPES:
         if literal in text:
             text = pattern.sub(_key_shape, text)
