@@ -302,7 +302,9 @@ def test_usage_errors_exit_2_and_missing_files_exit_1(tmp_path: Path) -> None:
     assert "cvdiag grep: error: argument --since: not a time: 'yesterday-ish'" in r.err
     r = run()
     assert (r.code, r.out) == (2, "")
-    assert r.err.startswith("usage: cvdiag [-h] COMMAND ...") and "  compare   two tests side by side" in r.err
+    assert (
+        r.err.startswith("usage: cvdiag [-h] [--version] COMMAND ...") and "  compare   two tests side by side" in r.err
+    )
     r = run("tests", tmp_path / "nope.log")
     assert (r.code, r.out) == (1, "")
     assert r.err.startswith("cvdiag: ") and "nope.log" in r.err and "Traceback" not in r.err

@@ -635,8 +635,8 @@ def ok(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Find
     retried = f"; {_n(recovered, 'failed LLM attempt')} recovered by a retry" if recovered else ""
     hint = _agent_hint(ev)
     if hint:  # healthy HTTP, but an agent-level sign no rule made the cause: never sure it is fine
-        return Finding(0.6, f"No failure found ({ev.events} events; {answered}{retried}), but {hint}.")
-    return Finding(0.9, f"No failure found ({ev.events} events; {answered}{retried}).")
+        return Finding(0.6, f"No failure found ({_n(ev.events, 'event')}; {answered}{retried}), but {hint}.")
+    return Finding(0.9, f"No failure found ({_n(ev.events, 'event')}; {answered}{retried}).")
 
 
 def _agent_hint(ev: Evidence) -> str | None:

@@ -20,8 +20,8 @@ import orjson
 
 from cvdiag.contract.timestamps import parse_ts
 from cvdiag.face import _views as views
-from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, UsageError, say
-from cvdiag.face.render import FAIL, OK, Out, Progress, one_utc_date, unique_prefix, unique_prefixes
+from cvdiag.face._exit import FAILED_EXIT, NOTHING_EXIT, OK_EXIT, UsageError, say
+from cvdiag.face.render import FAIL, OK, Out, Progress, counted, one_utc_date, unique_prefix, unique_prefixes
 from cvdiag.read import correlate, filters
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, MARKERS, Tally
@@ -116,6 +116,13 @@ def _found(found: Any) -> int:
 # -- tests ----------------------------------------------------------------------------
 
 
+def _failed_exit(code: int, rows: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    """``--fail-on-failed``: a failed test among the rows shown turns an answer into exit 4."""
+    if code == OK_EXIT and args.fail_on_failed and any(r["status"] == "fail" for r in rows):
+        return FAILED_EXIT
+    return code
+
+
 def tests(args: argparse.Namespace) -> int:
     sources = _sources(args.paths, spool_stdin=not args.no_class, test_id_attr=args.test_id_attr)  # may read twice
     progress = _progress(sources, folds=True)
@@ -133,11 +140,11 @@ def tests(args: argparse.Namespace) -> int:
     rows = filters.select_tests(scan.rows, failed_only=args.failed, slug=args.slug, since=args.since, until=args.until)
     if fmt == "json":
         _json_out(rows)
-        return _found(rows)
+        return _failed_exit(_found(rows), rows, args)
     ids = [r["test_id"] for r in scan.rows]
     if fmt in ("github", "junit"):
         verdicts = {r["test_id"]: r.pop("_diagnosis", None) for r in rows}
-        return _ci_out(fmt, rows, verdicts, unique_prefixes(ids), args.paths)
+        return _failed_exit(_ci_out(fmt, rows, verdicts, unique_prefixes(ids), args.paths), rows, args)
     out = Out()
     if not rows:
         out.line("no tests found" if not scan.rows else "no test matches the filters")
@@ -152,7 +159,7 @@ def tests(args: argparse.Namespace) -> int:
         tid = first_failed["test_id"]
         hint = ["cvdiag", "timeline", prefixes[tid] if prefixes else unique_prefix(ids, tid), *args.paths]
     views.tests_summary(out, rows, hint, date)
-    return OK_EXIT
+    return _failed_exit(OK_EXIT, rows, args)
 
 
 def _ci_out(
@@ -318,7 +325,8 @@ def validate(args: argparse.Namespace) -> int:
         )
     else:
         style = FAIL if invalid or tally.count or not checked else OK
-        out.line(f"checked {checked} envelopes: {invalid} invalid, {tally.count} malformed lines", style)
+        malformed = counted(tally.count, "malformed line")
+        out.line(f"checked {counted(checked, 'envelope')}: {invalid} invalid, {malformed}", style)
     return OK_EXIT if checked and not invalid and not tally.count else NOTHING_EXIT
 
 
@@ -442,7 +450,8 @@ def report(args: argparse.Namespace) -> int:
     else:
         where = "the report to stdout" if to_stdout else args.output
         Out(sys.stderr if to_stdout else None).line(
-            f"wrote {where}: {len(rows)} tests, {failed} failed, {detailed} with a waterfall, {size / 1e6:.1f} MB",
+            f"wrote {where}: {counted(len(rows), 'test')}, {failed} failed, {detailed} with a waterfall, "
+            f"{size / 1e6:.1f} MB",
             OK,
         )
     return OK_EXIT

@@ -11,7 +11,6 @@ import argparse
 import http.client
 import os
 import secrets
-import shlex
 import socket
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from cvdiag.face.render import Out, counted
 
 #: The LLM's slow threshold for the demo: its slow call takes ~2.5 s, not minutes.
 DEMO_SLOW_S = 2.0
@@ -46,7 +47,7 @@ def _request(port: int, path: str, test_id: str, read_events: int | None = None)
             if not line:
                 break
             seen += line.startswith(b"data:")
-        return f"hung up after {seen} events"
+        return f"hung up after {counted(seen, 'event')}"
     finally:
         conn.close()
 
@@ -104,13 +105,19 @@ def main(argv: list[str], *, cli: Callable[[list[str]], int]) -> int:
     log.parent.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     run = secrets.token_hex(2)
-    say: Callable[[str], None] = lambda text: print(text, flush=True)  # noqa: E731
+    out = Out()  # every line fits the terminal: prose wraps, commands break with a backslash
+
+    def say(text: str, indent: str = "") -> None:
+        out.prose(text, indent=indent)
+        out.stream.flush()
+
     say(f"Starting the example backend (Starlette + CvdiagMiddleware) under uvicorn on 127.0.0.1:{port}")
     server = _serve(log, port)
     try:
         _wait_until_up(port, server)
+        say("Four requests, each with its own x-test-id:")
         for name, test_id, path, read_events in _scenarios(run):
-            say(f"  {name:<36} x-test-id={test_id:<20} -> {_request(port, path, test_id, read_events)}")
+            say(f"{name:<34} {test_id:<17} {_request(port, path, test_id, read_events)}", indent="  ")
         time.sleep(0.3)  # let the server notice the hang-up before it stops
     except (RuntimeError, OSError) as exc:
         print(f"cvdiag demo: {exc}; server log: {log}", file=sys.stderr)
@@ -121,23 +128,29 @@ def main(argv: list[str], *, cli: Callable[[list[str]], int]) -> int:
             server.wait(10)
         except subprocess.TimeoutExpired:
             server.kill()
-    say(f"\nThe backend's log (uvicorn's lines and CVDIAG lines mixed) is {log}\n")
+    out.line()
+    say(f"The backend's log (uvicorn's lines and CVDIAG lines mixed) is {log}")
+    out.line()
 
     hangup = f"demo-hangup-{run}"
-    path, slow = shlex.quote(str(log)), str(DEMO_SLOW_S)
-    say(f"$ cvdiag tests --slow-s {slow} {path}")
-    cli(["tests", "--slow-s", slow, str(log)])
-    say(f"\n$ cvdiag timeline {hangup} {path}")
-    cli(["timeline", hangup, str(log)])
-    say("\nNext, try:")
-    for command in (
-        f"cvdiag diagnose --all --slow-s {slow} {path}",
-        f"cvdiag report --slow-s {slow} {path} -o cvdiag-demo-report.html  # open it in a browser",
-        f"cvdiag compare demo-happy-{run} demo-hangup-{run} {path}",
-        f"cvdiag timeline demo-error-{run} {path}",
-        f"cvdiag grep --boundary 'backend.llm.*' {path} | jq .metadata",
-        f"cvdiag stats {path}",
-        f"cvdiag validate {path}",
+    path, slow = str(log), str(DEMO_SLOW_S)
+    out.command(["cvdiag", "tests", "--slow-s", slow, path], indent="", prompt="$")
+    out.stream.flush()
+    cli(["tests", "--slow-s", slow, path])
+    out.line()
+    out.command(["cvdiag", "timeline", hangup, path], indent="", prompt="$")
+    out.stream.flush()
+    cli(["timeline", hangup, path])
+    out.line()
+    out.line("Next, try:")
+    for command, note in (
+        (["cvdiag", "diagnose", "--all", "--slow-s", slow, path], ""),
+        (["cvdiag", "report", "--slow-s", slow, path, "-o", "cvdiag-demo-report.html"], "open it in a browser"),
+        (["cvdiag", "compare", f"demo-happy-{run}", f"demo-hangup-{run}", path], ""),
+        (["cvdiag", "timeline", f"demo-error-{run}", path], ""),
+        (["cvdiag", "grep", "--boundary", "backend.llm.*", path], "NDJSON: pipe it to jq"),
+        (["cvdiag", "stats", path], ""),
+        (["cvdiag", "validate", path], ""),
     ):
-        say(f"  {command}")
+        out.command(command, note=note)
     return 0

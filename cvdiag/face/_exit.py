@@ -1,7 +1,8 @@
 """How a command's end becomes an exit code and, at most, one line on stderr.
 
 0 found/ok, 1 nothing found or invalid input, 2 usage error, 3 internal error (a bug
-in cvdiag: one line, and its traceback under ``CVDIAG_TRACEBACK=1``). Keeping "a bug"
+in cvdiag: one line, and its traceback under ``CVDIAG_TRACEBACK=1``), 4 tests failed
+(only when asked: ``tests --fail-on-failed``, for a CI step). Keeping "a bug"
 apart from "nothing found" is what lets scripts and tests tell a crash from an answer.
 """
 
@@ -17,6 +18,8 @@ from cvdiag.read.sources import InputError
 
 OK_EXIT, NOTHING_EXIT, USAGE_EXIT, INTERNAL_EXIT = 0, 1, 2, 3
 INTERRUPTED_EXIT = 130
+#: ``tests --fail-on-failed`` found a failed test: an answer, kept apart from the others.
+FAILED_EXIT = 4
 TRACEBACK_ENV = "CVDIAG_TRACEBACK"
 
 

@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cvdiag.face.render import (
-    DIM,
     FAIL,
     OK,
     WARN,
     Column,
     Out,
+    counted,
     ms,
     offset,
     timeline_row,
@@ -64,12 +64,13 @@ def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: Mapping[str, str
 def tests_summary(out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | None, date: str | None) -> None:
     """The line under the table (how many, how many failed, the ``date`` they share) and a
     command to run next."""
-    import shlex
-
     failed = sum(r["status"] == "fail" for r in rows)
-    out.line(f"{len(rows)} tests, {failed} failed" + (f", on {date} (UTC)" if date else ""), FAIL if failed else OK)
+    out.line(
+        f"{counted(len(rows), 'test')}, {failed} failed" + (f", on {date} (UTC)" if date else ""),
+        FAIL if failed else OK,
+    )
     if hint:
-        out.line(f"next: {shlex.join(hint)}", DIM)
+        out.command(hint, indent="", prompt="next:")
 
 
 # -- timeline -------------------------------------------------------------------------
@@ -88,7 +89,7 @@ def timeline(out: Out, tl: correlate.Timeline, d: Any) -> None:
     envs = tl.envelopes
     slugs = sorted({e.get("slug") for e in envs if isinstance(e.get("slug"), str)})
     if tl.test_id:
-        out.line(f"test {tl.test_id}  slug {','.join(slugs) or '-'}  {len(envs)} events", "bold")
+        out.prose(f"test {tl.test_id}  slug {','.join(slugs) or '-'}  {counted(len(envs), 'event')}", "bold")
     if d is not None:
         out.line(f"verdict: {d.cls} (confidence {d.confidence:.2f})", OK if d.cls == "ok" else FAIL)
         out.prose(d.reason, indent="  ")
@@ -117,8 +118,19 @@ def timeline_json(tl: correlate.Timeline, d: Any, with_logs: bool) -> dict[str, 
 def stats(out: Out, boundaries: list[dict[str, Any]], latency: list[dict[str, Any]]) -> None:
     """Counts per slug and boundary, then latency percentiles per slug and metric."""
     cols = ["slug", "boundary", "count", "ok", "err", "timeout", "info"]
+    # on a narrow terminal the rarer outcomes give way first (they stay in --json)
+    rank = {"timeout": 1, "info": 2}
     out.table(
-        [Column(c, keep=True, right=c not in ("slug", "boundary")) for c in cols],
+        [
+            Column(
+                c,
+                keep=c not in rank,
+                rank=rank.get(c, 0),
+                right=c not in ("slug", "boundary"),
+                min_width=8 if c == "slug" else None,
+            )
+            for c in cols
+        ],
         [[r[c] for c in cols] for r in boundaries],
         [FAIL if r["err"] or r["timeout"] else None for r in boundaries],
     )
@@ -133,12 +145,12 @@ def stats(out: Out, boundaries: list[dict[str, Any]], latency: list[dict[str, An
 
 
 def verdicts(out: Out, found: list[dict[str, Any]]) -> None:
-    """One verdict in full, or a table of many (its reasons cut: ``diagnose ID`` says it whole)."""
+    """One verdict in full, or a table of many (a reason wrapped in its column when the terminal is narrow)."""
     if len(found) == 1:
         v = found[0]
         out.line(f"test {v['test_id']}", "bold")
         out.line(f"verdict: {v['class']} (confidence {v['confidence']:.2f})", OK if v["class"] == "ok" else FAIL)
-        out.line(f"  {v['reason']}")
+        out.prose(v["reason"], indent="  ")
         return
     rows = [[v["test_id"], v["class"], f"{v['confidence']:.2f}", v["reason"]] for v in found]
     prefixes = unique_prefixes([v["test_id"] for v in found])
@@ -146,7 +158,7 @@ def verdicts(out: Out, found: list[dict[str, Any]]) -> None:
         Column("test_id", keep=True, min_width=max(map(len, prefixes.values())) + 5, middle=True),
         Column("class", keep=True),
         Column("confidence", right=True, rank=1),
-        Column("reason", keep=True, min_width=20),
+        Column("reason", keep=True, min_width=20, wrap=True),
     ]
     out.table(columns, rows, [None if v["class"] == "ok" else FAIL for v in found])
 
@@ -162,7 +174,7 @@ def comparison(out: Out, result: Any, found: list[Any]) -> None:
     ):
         cls = d.cls if d is not None else "-"
         tools = f"  {toolcalls.summary(calls)}" if calls else ""
-        out.line(f"{name} {tid}  {cls}  {ms(total)}{tools}", "bold" if cls == "ok" else FAIL)
+        out.prose(f"{name} {tid}  {cls}  {ms(total)}{tools}", "bold" if cls == "ok" else FAIL)
     first = result.divergence_index
     if first is None:
         out.line("no divergence: same boundaries, outcomes and timing", OK)

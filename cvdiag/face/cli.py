@@ -1,10 +1,10 @@
 """The ``cvdiag`` command line: its options, and which command each one runs.
 
 Exit codes: 0 found/ok, 1 nothing found or invalid input, 2 usage error, 3 internal
-error (``_exit`` says how a failure becomes one). Errors are one line on stderr; a
-traceback only under ``CVDIAG_TRACEBACK=1``. The commands themselves are in
-``_commands``; heavy imports happen only in the command that needs them, so start-up
-stays fast.
+error, 4 tests failed (``tests --fail-on-failed``); ``_exit`` says how a failure becomes
+one. Errors are one line on stderr; a traceback only under ``CVDIAG_TRACEBACK=1``. The
+commands themselves are in ``_commands``; heavy imports happen only in the command that
+needs them, so start-up stays fast.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from cvdiag.face._commands import COMMANDS, TEST_ID_ATTR_HELP, when
-from cvdiag.face._exit import OK_EXIT, USAGE_EXIT, exit_code, terminated
+from cvdiag.face._exit import OK_EXIT, USAGE_EXIT, exit_code, say, terminated
 from cvdiag.read import correlate
 from cvdiag.read.sources import reuse_block_memory
 
@@ -31,6 +31,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         prog="cvdiag",
         description="Find, correlate and explain CVDIAG lines in any log (files, directories, .gz, stdin).",
     )
+    p.add_argument("--version", action=_Version, help="print cvdiag's version and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     commands: dict[str, argparse.ArgumentParser] = {}
 
@@ -61,6 +62,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         choices=("table", "json", "github", "junit"),
         default="table",
         help="table (default), json (as --json), github (::error annotations of failed tests), junit (JUnit XML)",
+    )
+    sp.add_argument(
+        "--fail-on-failed",
+        action="store_true",
+        help="exit 4 when a test failed (a CI step fails; the output is the same)",
     )
     sp.add_argument("-j", "--jobs", type=int, default=correlate.default_jobs(), help=_JOBS_HELP)
     paths(sp)
@@ -121,6 +127,46 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     return p, commands
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked (start-up stays fast)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=kwargs.get("help"))  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("cvdiag")
+        except PackageNotFoundError:  # a source tree on PYTHONPATH, never installed
+            found = "unknown (not installed)"
+        print(f"cvdiag {found}")
+        parser.exit()
+
+
+def _misspelled(word: str, known: Sequence[str]) -> int:
+    """A command that is not one: say so, and name the nearest one when there is one."""
+    started = [name for name in known if name.startswith(word.lower())]
+    distance, near = (0, started[0]) if len(started) == 1 else min((_edits(word.lower(), n), n) for n in known)
+    hint = f"; did you mean {near!r}?" if distance <= 2 else f"; the commands: {', '.join(known)}"
+    say(f"cvdiag: {word!r} is not a command{hint}")
+    return USAGE_EXIT
+
+
+def _edits(a: str, b: str) -> int:
+    """How many insertions, deletions, substitutions and swaps of two neighbours turn
+    ``a`` into ``b`` (typing's usual slips: ``tset`` is 2 from ``tests``)."""
+    rows = [list(range(len(b) + 1))]
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            row.append(min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb)))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]
+
+
 def no_full_collections() -> None:
     """The collector of a process that is ours keeps its young collections but never runs
     a full one. A command's rows, verdicts and events live until it ends and hold no
@@ -150,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return exit_code(lambda: receive_main(argv[1:]))
     parser, commands = _parser()
+    if argv and not argv[0].startswith("-") and argv[0] not in commands:
+        return _misspelled(argv[0], [*commands, "demo", "history", "receive"])
     try:
         if argv and argv[0] in commands:
             # Intermixed, so options may follow paths: `cvdiag timeline ID app.log --with-logs`.

@@ -12,6 +12,7 @@ import bisect
 import itertools
 import os
 import sys
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -64,17 +65,84 @@ class Column:
     min_width: int | None = None
     #: Shrinks by cutting the middle (ids: the start identifies, the end tells apart).
     middle: bool = False
+    #: Narrowed, its long cells go on over the next lines instead of being cut (a
+    #: reason, an event's details: the end of them is what explains).
+    wrap: bool = False
+
+
+def cells(text: str) -> int:
+    """How many terminal columns ``text`` takes: wide (East Asian) characters two,
+    combining marks none."""
+    if text.isascii():  # the common case, at C speed
+        return len(text)
+    return sum(_cell(c) for c in text)
+
+
+def _cell(char: str) -> int:
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def _widest(texts: Sequence[str]) -> int:
+    if "".join(texts).isascii():
+        return max(map(len, texts), default=0)
+    return max(map(cells, texts), default=0)
+
+
+def _take(text: str, width: int) -> str:
+    """The longest start of ``text`` that takes at most ``width`` columns."""
+    used = 0
+    for i, c in enumerate(text):
+        used += _cell(c)
+        if used > width:
+            return text[:i]
+    return text
+
+
+def _take_end(text: str, width: int) -> str:
+    """The longest end of ``text`` that takes at most ``width`` columns."""
+    return _take(text[::-1], width)[::-1]
+
+
+def pad(text: str, width: int, *, right: bool = False) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns."""
+    fill = " " * max(0, width - cells(text))
+    return fill + text if right else text + fill
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """``text`` over lines of at most ``width`` columns, broken between words where it
+    can be, inside a word longer than a line (an id, a path) where it must."""
+    width = max(1, width)
+    lines: list[str] = []
+    line = ""
+    for word in text.split(" "):
+        candidate = f"{line} {word}" if line else word
+        if cells(candidate) <= width:
+            line = candidate
+            continue
+        if line:
+            lines.append(line)
+        while cells(word) > width:
+            head = _take(word, width) or word[:1]
+            lines.append(head)
+            word = word[len(head) :]
+        line = word
+    if line or not lines:
+        lines.append(line)
+    return lines
 
 
 def cut(text: str, width: int, *, middle: bool = False) -> str:
-    """``text`` in at most ``width`` characters, ``…`` marking what was left out."""
-    if len(text) <= width:
+    """``text`` in at most ``width`` terminal columns, ``…`` marking what was left out."""
+    if cells(text) <= width:
         return text
     if width <= 1:
-        return text[:width]
+        return _take(text, width)
     if middle and width >= 9:
-        return text[: width - 5] + "…" + text[-4:]
-    return text[: width - 1] + "…"
+        return _take(text, width - 5) + "…" + _take_end(text, 4)
+    return _take(text, width - 1) + "…"
 
 
 def fit(columns: Sequence[Column], texts: Sequence[Sequence[str]], width: int | None, sep: int) -> list[int | None]:
@@ -86,7 +154,7 @@ def fit(columns: Sequence[Column], texts: Sequence[Sequence[str]], width: int | 
     width); what is left widens shrunk columns, most useful first. ``width`` None keeps
     every column at its natural width.
     """
-    natural = [max(len(c.name), max(map(len, values), default=0)) for c, values in zip(columns, texts, strict=True)]
+    natural = [max(len(c.name), _widest(values)) for c, values in zip(columns, texts, strict=True)]
     if width is None or sum(natural) + sep * (len(columns) - 1) <= width:
         return list(natural)
     smallest = [n if c.min_width is None else min(n, c.min_width) for c, n in zip(columns, natural, strict=True)]
@@ -98,7 +166,7 @@ def fit(columns: Sequence[Column], texts: Sequence[Sequence[str]], width: int | 
         widths[i] = natural[i] if whole <= width else smallest[i]
     used = sum(w for w in widths if w is not None) + sep * (len(kept) - 1)
     for i in order:
-        if columns[i].keep or whole > width:
+        if columns[i].keep or used > width:
             continue
         if used + sep + natural[i] <= width:
             widths[i] = natural[i]
@@ -233,13 +301,36 @@ class Out:
 
     def prose(self, text: str, style: str | None = None, indent: str = "") -> None:
         """A sentence, wrapped at the terminal's width (a table row is cut instead)."""
-        if self.width is None or len(indent) + len(text) <= self.width:
+        if self.width is None or len(indent) + cells(text) <= self.width:
             self.line(indent + text, style)
             return
-        import textwrap
-
-        for part in textwrap.wrap(printable(text), max(20, self.width - len(indent))):
+        for part in wrap(printable(text), max(20, self.width - len(indent))):
             self.line(indent + part, style)
+
+    def command(self, words: Sequence[str], indent: str = "  ", note: str = "", prompt: str = "") -> None:
+        """A shell command to copy, quoted; on a narrow terminal broken over lines that end
+        in `` \\`` (it still runs as pasted). ``note``: a ``# comment`` after it, on a line
+        of its own when it does not fit; ``prompt``: shown before it (``$``), never quoted."""
+        import shlex
+
+        parts = [shlex.quote(w) for w in words]
+        if prompt:
+            parts.insert(0, prompt)
+        lines = [indent + parts[0]]
+        for part in parts[1:]:
+            if self.width is not None and cells(lines[-1]) + 1 + cells(part) + 2 > self.width:
+                lines[-1] += " \\"
+                lines.append(indent + "    " + part)
+            else:
+                lines[-1] += " " + part
+        if note:
+            comment = f"# {note}"
+            if self.width is None or cells(lines[-1]) + 2 + cells(comment) <= self.width:
+                lines[-1] += "  " + comment
+            else:
+                lines.insert(0, indent + comment)
+        for line in lines:
+            self.line(line)
 
     def table(
         self,
@@ -266,10 +357,17 @@ class Out:
         widths = fit(cols, texts, self.width, sep)
         shown = [i for i, w in enumerate(widths) if w is not None]
         header = [cut(cols[i].name, widths[i] or 0) for i in shown]
-        for i in shown:  # a column narrowed below its longest cell: each cell cut to fit
+        wrapped = False
+        for i in shown:  # a column narrowed below its longest cell: each cell cut (or wrapped) to fit
             w = widths[i] or 0
-            if cols[i].min_width is not None and max(map(len, texts[i]), default=0) > w:
-                texts[i] = [cut(v, w, middle=cols[i].middle) for v in texts[i]]
+            if cols[i].min_width is not None and _widest(texts[i]) > w:
+                if cols[i].wrap:
+                    texts[i] = ["\n".join(wrap(v, w)) for v in texts[i]]
+                    wrapped = True
+                else:
+                    texts[i] = [cut(v, w, middle=cols[i].middle) for v in texts[i]]
+        if wrapped:  # a cell over several lines: one row per line, the others' cells blank
+            texts, styles = _unfolded(texts, styles)
         if self.color:
             body = [list(row) for row in zip(*(texts[i] for i in shown), strict=True)]
             self._rich_table([cols[i] for i in shown], [widths[i] or 0 for i in shown], header, body, styles, title)
@@ -278,8 +376,12 @@ class Out:
             self.stream.write(printable(title) + "\n")
         padded = []
         for k, i in enumerate(shown):
-            pad = str.rjust if cols[i].right else str.ljust
-            padded.append(list(map(pad, [header[k], *texts[i]], itertools.repeat(widths[i] or 0))))
+            column = [header[k], *texts[i]]
+            if "".join(column).isascii():
+                just = str.rjust if cols[i].right else str.ljust
+                padded.append(list(map(just, column, itertools.repeat(widths[i] or 0))))
+            else:  # a wide character takes two columns: padded by what it takes, not by len
+                padded.append([pad(v, widths[i] or 0, right=cols[i].right) for v in column])
         lines: Iterator[str] = map(str.rstrip, map("  ".join, zip(*padded, strict=True)))
         if not padded:  # no column fits: a blank line each, as a table of no columns is drawn
             lines = itertools.repeat("", 1 + (len(texts[0]) if texts else 0))
@@ -316,6 +418,23 @@ class Out:
         console.print(table, width=max(console.width, sum(widths) + 3 * (len(widths) - 1)))
 
 
+def _unfolded(
+    texts: list[list[str]], styles: Sequence[str | None] | None
+) -> tuple[list[list[str]], list[str | None] | None]:
+    """Columns whose cells may hold several lines, as columns of one-line cells: a row
+    becomes as many rows as its tallest cell, keeping its style."""
+    out: list[list[str]] = [[] for _ in texts]
+    out_styles: list[str | None] | None = None if styles is None else []
+    for r, row in enumerate(zip(*texts, strict=True)):
+        split = [cell.split("\n") for cell in row]
+        height = max(map(len, split))
+        for i, lines in enumerate(split):
+            out[i].extend(lines + [""] * (height - len(lines)))
+        if out_styles is not None and styles is not None:
+            out_styles.extend([styles[r]] * height)
+    return out, out_styles
+
+
 class Progress:
     """A one-line progress note on stderr for long reads, only when stderr is a terminal."""
 
@@ -339,6 +458,11 @@ class Progress:
         if self.enabled:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 test``, ``2 tests``: a count with its noun in the right number."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def ms(value: Any) -> str:
@@ -420,8 +544,8 @@ _TIMELINE_COLUMNS = [
     Column("layer", rank=4),
     Column("boundary", keep=True),
     Column("outcome", keep=True, rank=0),
-    Column("duration", right=True, keep=True, rank=2),
-    Column("details", keep=True, rank=3, min_width=12),
+    Column("duration", right=True, rank=2),
+    Column("details", keep=True, rank=3, min_width=12, wrap=True),
 ]
 
 

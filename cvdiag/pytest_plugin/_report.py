@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Sequence
 
 from cvdiag.face import report, report_data
+from cvdiag.face.render import counted
 from cvdiag.read.sources import resolve_sources
 
 
@@ -51,4 +52,4 @@ class SessionReport:
             return f"cvdiag report: no envelopes in this session, {self.path} not written"
         size = report.write(doc, self.path, "cvdiag report: pytest session")
         failed = sum(r[report_data.ROW_COLUMNS.index("failed")] for r in doc["rows"])
-        return f"cvdiag report: {self.path} ({len(doc['rows'])} tests, {failed} failed, {size / 1e6:.1f} MB)"
+        return f"cvdiag report: {self.path} ({counted(len(doc['rows']), 'test')}, {failed} failed, {size / 1e6:.1f} MB)"

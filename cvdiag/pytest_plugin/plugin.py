@@ -27,7 +27,7 @@ from cvdiag.contract.ids import new_test_id
 from cvdiag.contract.schema import TEST_ID_HEADER, is_accounting
 from cvdiag.contract.trace_context import TRACEPARENT_HEADER, new_span_hex, trace_id_of_test, traceparent
 from cvdiag.diagnosis import diagnose
-from cvdiag.face.render import Out, timeline_table, tool_calls_table
+from cvdiag.face.render import Out, counted, timeline_table, tool_calls_table
 from cvdiag.read import correlate, toolcalls
 from cvdiag.read.sources import InputError, resolve_sources
 from cvdiag.read.timeline import Entry, envelope_entry, ordered
@@ -602,7 +602,7 @@ def _failure_section(config: pytest.Config, state: _TestState) -> str:
         out.line(f"diagnosis: none (no envelope with this id {where})")
         state.verdict = state.verdict or ("none", f"no envelope with this id {where}")
     tool_calls_table(out, toolcalls.tool_calls(envelopes))
-    out.line(f"timeline ({len(entries)} events from {', '.join(['in-process', *logs])}):")
+    out.line(f"timeline ({counted(len(entries), 'event')} from {', '.join(['in-process', *logs])}):")
     timeline_table(out, entries, TIMELINE_MAX_ROWS)
     for note in notes:
         out.line(f"note: {note}")
