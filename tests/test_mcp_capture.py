@@ -14,6 +14,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
+
+pytest.importorskip("mcp")  # the frameworks extra: without it, skipped, not a collection error
+
+import mcp.client.stdio as stdio_module
 from emitkit import capture
 from frameworkkit import need
 from llm_server import Reply, llm_capture_on_fixture, server_fixture  # noqa: F401 (fixtures)

@@ -203,7 +203,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # whether this session installed it, so that a nested session (pytester) or an
     # application that instrumented itself is not undone by us.
     config.stash[_INSTALLED] = not is_instrumented()
-    instrument()
+    instrument(otel=False)  # spans are read where the app calls cvdiag.instrument(), not here
     if config.getoption("cvdiag_report"):
         from cvdiag.pytest_plugin._report import SessionReport
 

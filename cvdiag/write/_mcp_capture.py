@@ -21,12 +21,21 @@ backend.tool.call.start/response lines with ``source: mcp``:
   command that does not exist) fails before any session exists, and is written as an
   ``initialize`` that failed on its ``transport``, the server named after the command.
 
+* The stdio server's start: the spawn and the session's ``initialize`` together are one
+  ``backend.tool.server.start`` (its duration is the time to a ready server); one that
+  starts and dies before answering is that line failed, with the real exception (never
+  the ``ExceptionGroup`` around it) and the last lines of its stderr (``_stderr_tail``),
+  and an ``initialize`` tool call that failed, as for a spawn that failed. The same
+  stderr tail goes on a tool call the server failed (its SDK says only "Error executing
+  tool …" to the client).
+
 The server is the name its ``initialize`` answer gave (``serverInfo.name``), else its host.
 Arguments and results are never kept: sizes, the hash, the scrubbed start of an error.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib.abc
 import importlib.machinery
@@ -37,13 +46,14 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from cvdiag.contract.schema import TOOL_EXCERPT_MAX_CHARS
 from cvdiag.contract.scrubber import scrub_clipped
-from cvdiag.write import _calls_seen
+from cvdiag.write import _calls_seen, _stderr_tail
 from cvdiag.write._errors import is_cancelled
 from cvdiag.write._tool_failures import HEAD_CHARS
 from cvdiag.write._tool_wire import args_hash
@@ -73,12 +83,13 @@ _RPC_KINDS = {-32000: "transport", -32001: "timeout", 408: "timeout"}
 class _SessionCall:
     """A ``call_tool`` in flight: the HTTP exchange that carries it claims it."""
 
-    __slots__ = ("call_id", "claimed", "ctx", "name", "server", "start_ns")
+    __slots__ = ("call_id", "claimed", "ctx", "name", "server", "start_ns", "stdio")
 
-    def __init__(self, name: str, server: str | None, ctx: RequestContext) -> None:
+    def __init__(self, name: str, server: str | None, ctx: RequestContext, stdio: _StdioServer | None = None) -> None:
         self.name = name
         self.server = server
         self.ctx = ctx
+        self.stdio = stdio
         self.call_id = f"mcp-{next(_ids)}"
         self.claimed = False
         self.start_ns = time.monotonic_ns()
@@ -116,6 +127,11 @@ class _Memory:
         with self.lock:
             self.open_calls.pop(id(call), None)
 
+    def watching(self, test_id: str, name: str | None) -> bool:
+        """Whether a session call of this tool is in flight for this test."""
+        with self.lock:
+            return any(c.name == name and c.ctx.test_id == test_id for c in self.open_calls.values())
+
     def claim(self, name: str | None) -> _SessionCall | None:
         """The oldest unclaimed session call of this tool, now claimed by its HTTP exchange."""
         with self.lock:
@@ -127,6 +143,43 @@ class _Memory:
 
 
 memory = _Memory()
+watching = memory.watching
+
+
+class _StdioServer:
+    """A stdio server this context spawned: its program, when the spawn began, the tee of
+    its stderr (None where there is none), and whether its start was written yet."""
+
+    __slots__ = ("__weakref__", "command", "start_ns", "started", "tee")
+
+    def __init__(self, command: str | None, start_ns: int, tee: _stderr_tail.Tee | None) -> None:
+        self.command = command
+        self.start_ns = start_ns
+        self.tee = tee
+        self.started = False
+
+    def stderr_tail(self) -> str | None:
+        return self.tee.tail() if self.tee is not None else None
+
+
+#: The stdio server spawned last in this context (``stdio_client`` spawns it in the task
+#: that then opens the session), and each session's server once it initialised.
+_spawned: contextvars.ContextVar[_StdioServer | None] = contextvars.ContextVar("cvdiag_mcp_spawned", default=None)
+_by_session: weakref.WeakKeyDictionary[Any, _StdioServer] = weakref.WeakKeyDictionary()
+
+
+def _program(command: Any) -> str | None:
+    """The program's name only (never its directory or arguments)."""
+    if command is None:
+        return None
+    return os.path.basename(str(command).rstrip("/\\"))[:_NAME_MAX] or None
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (nested) exception groups: what went wrong."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _clip(value: Any) -> str | None:
@@ -178,6 +231,7 @@ def _response(
     result_chars: int | None,
     error_kind: str | None,
     excerpt: str | None,
+    stderr_tail: str | None = None,
 ) -> None:
     outcome = "ok" if error_kind is None else "timeout" if error_kind == "timeout" else "err"
     _calls_seen.note(ctx.test_id, "tool", _clip(tool), start_ns)
@@ -192,8 +246,35 @@ def _response(
             "result_chars": result_chars,
             "error_kind": error_kind,
             "error_excerpt": _excerpt(excerpt) if error_kind is not None else None,
+            "stderr_tail": stderr_tail if error_kind is not None else None,
         },
         outcome=outcome,
+        duration_ms=(time.monotonic_ns() - start_ns) // 1_000_000,
+    )
+
+
+def _server_start(
+    ctx: RequestContext,
+    server: str | None,
+    command: str | None,
+    start_ns: int,
+    exc: BaseException | None,
+    tail: str | None,
+) -> None:
+    """One ``backend.tool.server.start``: a stdio server spawned and initialised, or not."""
+    leaf = _leaf(exc) if exc is not None else None
+    emit_as(
+        ctx,
+        "backend.tool.server.start",
+        {
+            "server": server,
+            "transport": "stdio",
+            "command": command,
+            "error_class": type(leaf).__name__ if leaf is not None else None,
+            "error_excerpt": _excerpt(str(leaf)) if leaf is not None else None,
+            "stderr_tail": tail if leaf is not None else None,
+        },
+        outcome="ok" if leaf is None else "timeout" if _failure_kind(leaf) == "timeout" else "err",
         duration_ms=(time.monotonic_ns() - start_ns) // 1_000_000,
     )
 
@@ -462,8 +543,9 @@ def _session_done(call: _SessionCall, result: Any, exc: BaseException | None) ->
     if call.claimed:
         return
     if exc is not None:
-        kind: str | None = _failure_kind(exc)
-        excerpt: str | None = f"{type(exc).__name__}: {exc}"
+        leaf = _leaf(exc)
+        kind: str | None = _failure_kind(leaf)
+        excerpt: str | None = f"{type(leaf).__name__}: {leaf}"
         chars = None
     else:
         wire = _wire_result(result)
@@ -480,6 +562,7 @@ def _session_done(call: _SessionCall, result: Any, exc: BaseException | None) ->
         result_chars=chars,
         error_kind=kind,
         excerpt=excerpt,
+        stderr_tail=call.stdio.stderr_tail() if kind is not None and call.stdio is not None else None,
     )
 
 
@@ -498,7 +581,9 @@ def _wrap_call_tool(original: Any) -> Any:
         call = None
         if is_enabled():
             try:
-                call = _SessionCall(str(name), _server_of(self), current_context() or new_context())
+                call = _SessionCall(
+                    str(name), _server_of(self), current_context() or new_context(), _by_session.get(self)
+                )
                 memory.opened(call)
                 _start(call.ctx, call.name, call.call_id, call.server, arguments)
             except Exception:
@@ -525,15 +610,18 @@ def _quietly(fn: Any, *args: Any) -> None:
         note_internal_error()
 
 
-# -- a stdio server that could not be spawned -------------------------------------------
+# -- a stdio server's start -------------------------------------------------------------
 
 
-def _spawn_failed(command: Any, start_ns: int, exc: BaseException) -> None:
-    """A stdio server whose process could not start: one ``initialize`` that failed on
-    its transport, named after the command (no session, so no server name, exists)."""
+def _spawn_failed(command: Any, start_ns: int, exc: BaseException, tail: str | None) -> None:
+    """A stdio server that could not start (its process could not be spawned, or it ended
+    before its ``initialize`` answer): one ``initialize`` tool call that failed on its
+    transport and a failed ``backend.tool.server.start``, named after the command (no
+    session, so no server name, exists)."""
     call_id = f"mcp-{next(_ids)}"
-    server = os.path.basename(str(command).rstrip("/\\"))[:_NAME_MAX] or None
+    server = _program(command)
     ctx = current_context() or new_context()
+    leaf = _leaf(exc)
     _start(ctx, "initialize", call_id, server, None)
     _response(
         ctx,
@@ -543,26 +631,82 @@ def _spawn_failed(command: Any, start_ns: int, exc: BaseException) -> None:
         start_ns,
         result_chars=None,
         error_kind="transport",
-        excerpt=f"{type(exc).__name__}: {exc}",
+        excerpt=f"{type(leaf).__name__}: {leaf}",
+        stderr_tail=tail,
     )
+    _server_start(ctx, server, server, start_ns, leaf, tail)
 
 
 def _wrap_spawn(original: Any) -> Any:
     """``stdio_client`` spawns the server through this module function, looked up at each
-    call, so wrapping it reaches every ``stdio_client`` however it was imported."""
+    call, so wrapping it reaches every ``stdio_client`` however it was imported. While
+    cvdiag is on, the server's stderr passes through a ``Tee`` on its way to the app's
+    ``errlog``."""
 
     @functools.wraps(original)
     async def spawn(*args: Any, **kwargs: Any) -> Any:
         start_ns = time.monotonic_ns()
+        tee = _tee(args, kwargs) if is_enabled() else None
+        if tee is not None:
+            if len(args) >= 4:
+                args = (*args[:3], tee.errlog, *args[4:])
+            else:
+                kwargs["errlog"] = tee.errlog
         try:
-            return await original(*args, **kwargs)
+            process = await original(*args, **kwargs)
         except Exception as exc:  # a cancellation is not a spawn failure
             if is_enabled():
-                _quietly(_spawn_failed, kwargs.get("command", args[0] if args else None), start_ns, exc)
+                _quietly(_spawn_failed, kwargs.get("command", args[0] if args else None), start_ns, exc, None)
             raise
+        finally:
+            if tee is not None:
+                tee.started()
+        if is_enabled():
+            _spawned.set(_StdioServer(_program(kwargs.get("command", args[0] if args else None)), start_ns, tee))
+        return process
 
     setattr(spawn, _MARK, original)
     return spawn
+
+
+def _tee(args: tuple, kwargs: dict) -> _stderr_tail.Tee | None:
+    """A tee of the ``errlog`` the SDK was given (its default: ``sys.stderr``), or None
+    where there can be none (not POSIX, an errlog without a file descriptor)."""
+    if os.name != "posix":
+        return None
+    errlog = args[3] if len(args) >= 4 else kwargs.get("errlog", sys.stderr)
+    try:
+        return _stderr_tail.Tee(errlog)
+    except Exception:
+        return None
+
+
+def _wrap_initialize(original: Any) -> Any:
+    """The session's ``initialize``: with the spawn before it, a stdio server's start."""
+
+    @functools.wraps(original)
+    async def initialize(self: Any, *args: Any, **kwargs: Any) -> Any:
+        server = _spawned.get()
+        if server is None or server.started or not is_enabled():
+            return await original(self, *args, **kwargs)
+        server.started = True
+        try:
+            result = await original(self, *args, **kwargs)
+        except BaseException as exc:
+            if not is_cancelled(exc):
+                _quietly(_spawn_failed, server.command, server.start_ns, exc, server.stderr_tail())
+            raise
+        _by_session[self] = server
+        _quietly(_initialized, self, server)
+        return result
+
+    setattr(initialize, _MARK, original)
+    return initialize
+
+
+def _initialized(session: Any, server: _StdioServer) -> None:
+    ctx = current_context() or new_context()
+    _server_start(ctx, _server_of(session) or server.command, server.command, server.start_ns, None, None)
 
 
 # -- installing the wrappers -------------------------------------------------------------
@@ -572,7 +716,9 @@ _STDIO_MODULE = "mcp.client.stdio"
 
 
 def _wrap_session(module: Any) -> bool:
-    return _patch(getattr(module, "ClientSession", None), "call_tool", _wrap_call_tool)
+    session = getattr(module, "ClientSession", None)
+    _patch(session, "initialize", _wrap_initialize)
+    return _patch(session, "call_tool", _wrap_call_tool)
 
 
 def _wrap_stdio(module: Any) -> bool:

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from cvdiag.contract.otel import SpanView, read_span
-from cvdiag.write import _calls_seen, config
+from cvdiag.write import _calls_seen, _mcp_capture, config
 from cvdiag.write.context import context_now, new_context
 from cvdiag.write.emitter import emit_as, note_internal_error
 
@@ -61,11 +61,10 @@ def _tool_is_new(metadata: dict[str, Any], view: Any, test_id: str) -> bool:
     """False when the MCP capture wrote this call; when the wire saw the model ask for it,
     the span takes the wire's call id and answers it."""
     name = metadata.get("tool_name")
-    if metadata.get("kind") == "mcp" or metadata.get("server"):
-        if _calls_seen.seen_within(test_id, "tool", name, view.start_ns, view.end_ns):
-            return False
-    elif _calls_seen.seen_within(test_id, "tool", name, view.start_ns, view.end_ns):
-        return False  # a framework's span of an MCP tool it called through the session
+    if _calls_seen.seen_within(test_id, "tool", name, view.start_ns, view.end_ns):
+        return False  # a framework's span around an MCP call the capture wrote
+    if metadata.get("kind") == "mcp" and _mcp_capture.watching(test_id, name):
+        return False  # the mcp SDK's own span, inside the session call the capture writes
     from cvdiag.write._tool_wire import memory
 
     wire_id = memory.claim(test_id, metadata.get("call_id"), name)

@@ -133,7 +133,8 @@ def instrument(
 
     ``otel`` (on unless ``CVDIAG_INSTRUMENT_OFF`` names ``otel``): the spans frameworks
     finish inside a request become envelopes (``cvdiag.write._otel_spans``), once the app
-    imports OpenTelemetry and where its SDK is installed; its state is ``otel``'s.
+    imports OpenTelemetry and where its SDK is installed; its state is ``otel``'s. False
+    leaves spans alone (what an earlier call attached stays until ``uninstrument()``).
     """
     if llm is None:
         llm = (os.environ.get(_LLM_SWITCH) or "").strip().lower() not in _FALSE
@@ -172,8 +173,7 @@ def instrument(
 def _otel(on: bool) -> str:
     """Spans in the process: cvdiag's span processor on the app's provider once it imports
     OpenTelemetry, and its tracing processor in the OpenAI Agents SDK once imported."""
-    if not on:
-        _stop_otel()
+    if not on:  # not read from here on; an earlier instrument() keeps it until uninstrument()
         return "off"
     from cvdiag.write import _span_evidence
 

@@ -47,6 +47,8 @@ APPS = {
     "anthropic": App("examples.anthropic_app:app", ("anthropic",)),
     "mcp": App("examples.openai_agents_mcp_app:app", ("agents", "mcp")),
     "mcp-server": App("examples.mcp_server:app", ("mcp",)),
+    "smolagents": App("examples.smolagents_app:app", ("smolagents", "openinference.instrumentation.smolagents")),
+    "agno": App("examples.agno_app:app", ("agno", "openinference.instrumentation.agno")),
 }
 
 
