@@ -42,7 +42,7 @@ def parse_traceparent(raw: str | bytes | None) -> tuple[str, str] | None:
     return trace, span
 
 
-def test_id_from_baggage(raw: str | bytes | None) -> str | None:
+def baggage_test_id(raw: str | bytes | None) -> str | None:
     """The sanitized ``cvdiag.test_id`` entry of a ``baggage`` header, else None."""
     if not raw:
         return None
@@ -54,17 +54,17 @@ def test_id_from_baggage(raw: str | bytes | None) -> str | None:
     return None
 
 
-def test_id_from_trace_headers(traceparent: bytes | None, baggage: bytes | None) -> str | None:
+def trace_headers_test_id(traceparent: bytes | None, baggage: bytes | None) -> str | None:
     """The test id a request without ``x-test-id`` carries: baggage ``cvdiag.test_id``,
     else the ``traceparent``'s trace id (the readers' rule, spec section 9)."""
-    found = test_id_from_baggage(baggage)
+    found = baggage_test_id(baggage)
     if found:
         return found
     parsed = parse_traceparent(traceparent)
-    return test_id_of_trace(parsed[0]) if parsed is not None else None
+    return trace_test_id(parsed[0]) if parsed is not None else None
 
 
-def test_id_of_trace(trace_id: str) -> str:
+def trace_test_id(trace_id: str) -> str:
     """The test id a trace id stands for: a UUIDv7's 32 hex digits (``trace_id_of_test``
     of a minted id) in the UUID's hyphenated form, so that it joins the harness's id;
     any other trace id as it is."""

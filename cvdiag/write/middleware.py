@@ -20,7 +20,7 @@ from cvdiag.contract.compiled import compiled_module
 from cvdiag.contract.ids import demo_from_path, new_test_id, sanitize_slug, sanitize_test_id
 from cvdiag.contract.schema import EDGE_HEADERS, OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEADER, Tier
 from cvdiag.contract.scrubber import SCAN_LIMIT, scrub_clipped
-from cvdiag.contract.trace_context import test_id_from_trace_headers
+from cvdiag.contract.trace_context import trace_headers_test_id
 from cvdiag.write import _otlp_link, config
 from cvdiag.write._errors import error_metadata, is_cancelled
 from cvdiag.write._inflight import InFlight
@@ -247,7 +247,7 @@ class CvdiagMiddleware:
         found = _pick_headers(scope.get("headers") or (), self._wanted)
         adopted = sanitize_test_id(found.get(self.test_id_header))
         if adopted is None and self.test_id_header not in found and (_TRACEPARENT in found or _BAGGAGE in found):
-            adopted = test_id_from_trace_headers(found.get(_TRACEPARENT), found.get(_BAGGAGE))
+            adopted = trace_headers_test_id(found.get(_TRACEPARENT), found.get(_BAGGAGE))
         test_id = adopted or new_test_id()
         slug_raw = found.get(self.slug_header)
         forward = (
