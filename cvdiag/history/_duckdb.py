@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from cvdiag.history.recording import scratch, sweep
+from cvdiag.history.places import scratch, sweep
 from cvdiag.history.store import (
     RESULT_COLUMNS,
     RESULT_TYPES,

@@ -155,11 +155,11 @@ def _spool_folder(db: str | None) -> str:
     """A new folder for the session's spool, beside the history (a killed session's is
     removed by the next writer); in TMPDIR when nothing can be written there (the
     history then says why at the end)."""
-    from cvdiag.history import recording
+    from cvdiag.history import places
 
     try:
-        recording.sweep(db)
-        path = recording.scratch(db, "session")
+        places.sweep(db)
+        path = places.scratch(db, "session")
         os.makedirs(path, exist_ok=True)
     except OSError:
         return tempfile.mkdtemp(prefix="cvdiag-history-")
