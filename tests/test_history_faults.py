@@ -252,6 +252,14 @@ def test_a_folder_given_as_the_history_never_fails_the_session(tmp_path: Path) -
     assert said.code == 1 and "is a folder, not a history file" in said.err
 
 
+def test_a_history_under_a_file_never_fails_the_session(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    done = _session(tmp_path, f"--cvdiag-history={tmp_path / 'afile' / 'h.duckdb'}", env=NO_CI)
+    assert done.returncode == 1 and "1 failed, 1 passed" in done.stdout, done.stdout + done.stderr
+    (line,) = [s for s in done.stdout.splitlines() if s.startswith("cvdiag history:")]
+    assert "could not record this session" in line and f"{tmp_path / 'afile'} is a file" in line
+
+
 def test_a_password_is_masked_in_the_pytest_summary(tmp_path: Path) -> None:
     bad = f"postgresql:///db?host={tmp_path}/no-socket&port=1&password=topsecret-q9&sslpassword=other-q8"
     done = _session(tmp_path, f"--cvdiag-history={bad}", env=NO_CI)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from cvdiag.history.recording import scratch, sweep
+from cvdiag.history.places import scratch, sweep
 from cvdiag.history.store import (
     RESULT_COLUMNS,
     RESULT_TYPES,
@@ -72,7 +72,7 @@ class DuckStore:
         if not write and not os.path.exists(path):
             raise HistoryError(f"no history at {path} yet (record a run with: cvdiag history add LOG)")
         if write and os.path.dirname(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _make_folder(os.path.dirname(path))
         deadline = time.monotonic() + _lock_wait_s()
         self._turn = _writers_turn(path, deadline) if write else None
         if write:
@@ -147,6 +147,25 @@ class DuckStore:
         finally:
             _end_turn(self._turn)
             self._turn = None
+
+
+def _make_folder(folder: str) -> None:
+    """The history's folder, made when missing; a ``LastingError`` that says what is in the way."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in _parents(folder) if os.path.isfile(p)), None)
+        if blocker:
+            raise LastingError(f"{blocker} is a file: the history's folder {folder} cannot be made there") from None
+        raise LastingError(f"cannot make the history's folder {folder}: {exc.strerror or exc}") from None
+
+
+def _parents(folder: str) -> list[str]:
+    """``folder`` and the folders above it."""
+    out = [folder]
+    while (up := os.path.dirname(out[-1])) != out[-1]:
+        out.append(up)
+    return out
 
 
 def _lock_wait_s() -> float:

@@ -9,15 +9,9 @@ is another leg and is recorded as ``ID+DIGEST`` (a digest of its test ids); the 
 tests under the same id are the same run (the same logs added twice), recorded once.
 
 Kept runs. A run that cannot be written now (DuckDB's lock wait ran out, the server is
-down, the file is damaged) is kept as a file in ``<history>.pending/`` beside a DuckDB
-history, or ``.cvdiag/postgres-<digest>.pending/`` in the current directory for a
-server; the
-next ``cvdiag history add`` or ``pytest --cvdiag-history`` to that history records it
-first. At most ``MAX_KEPT`` runs wait per history.
-
-Scratch files (the CSV DuckDB loads, a pytest session's spool) live beside the history
-too, named by their writer's process id, never in TMPDIR: a writer killed with
-SIGKILL cannot clean up, so the next writer removes what a dead process left.
+down, the file is damaged) is kept beside the history (``places``); the next ``cvdiag
+history add`` or ``pytest --cvdiag-history`` to that history records it first. At most
+``MAX_KEPT`` runs wait per history.
 """
 
 from __future__ import annotations
@@ -25,14 +19,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import orjson
 
-from cvdiag.history.credentials import is_postgres, redacted
+from cvdiag.history.places import kept_folder, scratch, unlink
 from cvdiag.history.store import (
     FIELD_MAX,
     RESULT_COLUMNS,
@@ -42,7 +35,6 @@ from cvdiag.history.store import (
     Run,
     Store,
     keyed,
-    location,
     result_rows,
     tests_digest,
 )
@@ -67,65 +59,6 @@ class Recorded:
 class Kept(HistoryError):
     """The history could not be written; the run is kept for the next writer (or, when
     even that failed, the message says so)."""
-
-
-# -- where a history's files live ---------------------------------------------------------
-
-
-def _home(db: str) -> tuple[str, str]:
-    """The folder beside the history, and the stem its files are named by."""
-    if is_postgres(db):
-        digest = hashlib.sha256(redacted(db).encode()).hexdigest()[:12]
-        return os.path.abspath(".cvdiag"), f"postgres-{digest}"
-    path = os.path.abspath(db)
-    return os.path.dirname(path), os.path.basename(path)
-
-
-def kept_folder(db: str | None) -> str:
-    """Where the runs that could not be written to this history wait."""
-    folder, stem = _home(location(db))
-    return os.path.join(folder, f"{stem}.pending")
-
-
-def scratch(db: str | None, kind: str) -> str:
-    """A path for this process's scratch file (or folder) of ``kind`` beside the history."""
-    folder, stem = _home(location(db))
-    os.makedirs(folder, exist_ok=True)
-    return os.path.join(folder, f".{stem}.{kind}-{os.getpid()}")
-
-
-def sweep(db: str | None) -> None:
-    """Removes the scratch files and folders of writers that are gone (killed)."""
-    folder, stem = _home(location(db))
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return
-    for name in names:
-        if not name.startswith(f".{stem}."):
-            continue
-        pid = name.rpartition("-")[2].partition(".")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            path = os.path.join(folder, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                _unlink(path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # someone else's process: alive
-        return True
-    return True
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 # -- writing ------------------------------------------------------------------------------
@@ -215,7 +148,7 @@ def keep(db: str | None, run: Run, results: Sequence[Result]) -> str | None:
             os.fsync(fh.fileno())
         os.replace(staged, path)  # whole or not at all
     except BaseException:
-        _unlink(staged)
+        unlink(staged)
         raise
     return path
 
@@ -252,7 +185,7 @@ def _record_kept(store: Store, db: str | None) -> tuple[list[str], list[str]]:
         run_id, was_added = add_leg(store, run, results)
         if was_added:
             added.append(run_id)
-        _unlink(path)
+        unlink(path)
     if added or notes:
         with contextlib.suppress(OSError):
             os.rmdir(kept_folder(db))  # only when nothing else waits there

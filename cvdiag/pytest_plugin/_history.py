@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -152,12 +153,16 @@ class SessionHistory:
 
 def _spool_folder(db: str | None) -> str:
     """A new folder for the session's spool, beside the history (a killed session's is
-    removed by the next writer)."""
-    from cvdiag.history import recording
+    removed by the next writer); in TMPDIR when nothing can be written there (the
+    history then says why at the end)."""
+    from cvdiag.history import places
 
-    recording.sweep(db)
-    path = recording.scratch(db, "session")
-    os.makedirs(path, exist_ok=True)
+    try:
+        places.sweep(db)
+        path = places.scratch(db, "session")
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return tempfile.mkdtemp(prefix="cvdiag-history-")
     return path
 
 
