@@ -105,6 +105,19 @@ def _compiled_pick() -> Callable[[Iterable[tuple[bytes, bytes]], frozenset[bytes
 _pick_headers = _compiled_pick()
 
 
+def _client_left(receive: Receive) -> bool:
+    """True when the server already knows that the client left.
+
+    uvicorn (ASGI spec 2.3) drops a send after a hang-up without a word; the app hears of
+    it from ``receive`` (Starlette's disconnect listener), which on a busy loop can run
+    after the stream's last send, so the hang-up read as complete. Only the server's
+    request cycle knows at once: the owner of the ``receive`` it handed over (Starlette's
+    error middleware wraps ``send``, never ``receive``), whose ``disconnected`` says so.
+    """
+    owner = getattr(receive, "__self__", None)
+    return owner is not None and getattr(owner, "disconnected", False) is True
+
+
 def _content_length(raw: bytes | None) -> int | None:
     if raw is None or not raw.strip().isdigit() or len(raw) > CONTENT_LENGTH_DIGITS:
         return None
@@ -369,6 +382,8 @@ class _Responder:
             if body and self.is_sse:
                 self.sse_events += 1
             if not message.get("more_body", False):
+                if _client_left(self.server_receive):  # the server dropped this last send
+                    self.disconnected = True
                 self._finish()
         elif kind == "http.response.start":
             self.started = True
