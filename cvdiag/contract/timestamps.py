@@ -103,9 +103,11 @@ def _read_second(second: str) -> tuple[float, int] | None:
 def ts_seconds(ts: str) -> float:
     """``parse_ts``, with the whole second of an emitter timestamp read once."""
     if len(ts) == 24 and ts[19] == "." and ts[23] == "Z":
-        entry = _SECONDS.get(ts[:19]) or _read_second(ts[:19])
-        base = entry[0] if entry is not None else parse_ts(ts[:19] + "Z")  # another shape: in full
-        return base + int(ts[20:23]) / 1000.0
+        millis = _MILLI_SECONDS.get(ts[20:23])  # three ASCII digits: ``int`` takes "-12" and " 12" too
+        if millis is not None:
+            entry = _SECONDS.get(ts[:19]) or _read_second(ts[:19])
+            base = entry[0] if entry is not None else parse_ts(ts[:19] + "Z")  # another shape: in full
+            return base + millis
     return parse_ts(ts)
 
 
@@ -195,4 +197,7 @@ def key_seconds(key: int) -> float:
 
 
 _MONO_OFFSET, _MONO_SPAN = 1 << 63, (1 << 64) - 1
+#: The milliseconds of an emitter timestamp, as ``ts_seconds`` and ``order_key`` read them:
+#: only "000" to "999" (a sign, a space or an underscore is no time to either of them).
+_MILLI_SECONDS = {f"{ms:03d}": ms / 1000.0 for ms in range(1000)}
 _MILLI_KEY = {f"{ms:03d}": (ms * 1000) << 64 for ms in range(1000)}

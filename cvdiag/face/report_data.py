@@ -282,12 +282,18 @@ _RULES = b"".join(map(_rule, fold.HEAD_FIELDS))
 @functools.cache
 def _plain_events() -> Any:
     """The compiled reader of lines in the plain layout (``Folder.event``), writing events
-    as ``_encode`` does (``_RULES``, ``dumps``); None without it."""
+    as ``_encode`` does (``_RULES``, ``_row_metadata``); None without it."""
     if not fold.compiled():
         return None
     reader = fold.line_reader()
-    reader.set_event_format(_RULES, dumps, len(_SEED))
+    reader.set_event_format(_RULES, _row_metadata, len(_SEED))
     return reader
+
+
+def _row_metadata(metadata: Any) -> bytes:
+    """``metadata`` as ``dumps`` writes it inside an event's row (``_encode``): one level
+    down, so what is nested too deep is cut where the row's own would be."""
+    return dumps([metadata])[1:-1]
 
 
 def _encode(env: Mapping[str, Any], t0_ms: int, slug: str, strings: Strings) -> bytes:

@@ -29,11 +29,17 @@
  * block; reuse_block_memory and release_free_memory tune the CLI's allocator.
  */
 #define PY_SSIZE_T_CLEAN
+#ifndef CVDIAG_SOURCE_HASH /* setup.py builds in the hash of this file (cvdiag.contract.compiled) */
+#define CVDIAG_SOURCE_HASH ""
+#endif
 #include <Python.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
-#ifdef __SSE2__
+/* The 16-byte compares where SSE2 is (every x86-64); the byte loops beside them elsewhere
+ * (ARM), or when built with -DCVDIAG_NO_SSE2 (CI runs the compiled fold's tests so). */
+#if defined(__SSE2__) && !defined(CVDIAG_NO_SSE2)
+#define CVDIAG_SSE2 1
 #include <emmintrin.h>
 #endif
 #ifdef __GLIBC__
@@ -201,6 +207,7 @@ struct Folder {
     PyObject *k_past_seed;             /* what a table is told once an event numbers a name past them */
     PyObject *k_t0_ms, *k_slug_utf8, *k_strings, *k_events, *k_left, *k_finish; /* a reader's (events_at) */
     int in_event; /* Folder.event is running: it calls Python, and another thread may call it meanwhile */
+    int initialised; /* __init__ ran (once: a second call would append fields past MAX_FIELDS) */
     /* state */
     NameTable names;
     TidEntry *tids; Py_ssize_t tids_cap, tids_used;
@@ -395,6 +402,7 @@ static int python_ts_facts(Folder *f, const char *t, Py_ssize_t n, uint64_t off,
         out->canonical_ok = 1;
     }
     out->has_key = us != Py_None;
+    out->key.us = 0; out->key.off = off; /* never read without has_key; never left unset either */
     if (out->has_key) {
         out->key.us = PyLong_AsLongLong(us);
         out->key.off = off;
@@ -736,7 +744,7 @@ static int ev_head_env(Folder *f, Slot *s, PyObject *env) {
     if (!known) lc = b->layer_class;
     int failed = outcome_o && PyUnicode_CheckExact(outcome_o) && utf8_of(outcome_o, &text, &text_n) &&
                  outcome_failed(f, text, text_n);
-    TsFacts tf;
+    TsFacts tf = {0};
     TsRef ref = {0};
     tf.has_key = 0;
     if (ts_o && PyUnicode_CheckExact(ts_o) && utf8_of(ts_o, &text, &text_n)) {
@@ -762,7 +770,7 @@ static int match_string(const char *buf, Py_ssize_t *i, Py_ssize_t le, Head *h) 
     if (*i >= le || buf[*i] != '"') return 0;
     Py_ssize_t j = *i + 1;
     unsigned char high = 0;
-#ifdef __SSE2__
+#ifdef CVDIAG_SSE2
     const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1f);
     for (; j + 16 <= le; j += 16) {
         __m128i v = _mm_loadu_si128((const __m128i *)(buf + j));
@@ -803,7 +811,7 @@ static int match_int(const char *buf, Py_ssize_t *i, Py_ssize_t le, Head *h) {
 /* Whether buf[i:le] starts with the field's name: with SSE2, in two 16-byte comparisons
  * rather than a call of memcmp per field (16 a head), where the line has the room. */
 static ALWAYS_INLINE int starts_name(const char *buf, Py_ssize_t i, Py_ssize_t le, const Field *fd) {
-#ifdef __SSE2__
+#ifdef CVDIAG_SSE2
     if (fd->need && i >= 0 && i + NAME_ROOM <= le) {
         __m128i lo = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(buf + i)), _mm_loadu_si128((const __m128i *)fd->padded));
         __m128i hi = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(buf + i + 16)),
@@ -968,16 +976,46 @@ static int certainly_object(const char *buf, Py_ssize_t a, Py_ssize_t b) {
     return i == b;
 }
 
-/* type(orjson.loads(buf[a:b])) is dict, without raising */
+/* JSON shorter than this cannot nest as deep as orjson refuses (1024 levels, 2 bytes each) */
+#define DEEP_ROOM 2048
+
+/* orjson.loads of the metadata buf[a:b] as the whole line reads it: one level down, inside
+ * the envelope's object, so metadata that orjson reads alone but not inside the envelope
+ * (nested 1024 deep) is refused here too (fold._metadata_json). A new reference, or NULL
+ * with the error of loads (or of memory) set. */
+static PyObject *load_metadata(Folder *f, const char *buf, Py_ssize_t a, Py_ssize_t b) {
+    if (b - a < DEEP_ROOM) {
+        PyObject *view = PyMemoryView_FromMemory((char *)buf + a, b - a, PyBUF_READ);
+        PyObject *v = view ? PyObject_CallOneArg(f->loads, view) : NULL;
+        Py_XDECREF(view);
+        return v;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize(NULL, b - a + 2);
+    if (!raw) return NULL;
+    char *r = PyBytes_AS_STRING(raw);
+    r[0] = '[';
+    memcpy(r + 1, buf + a, b - a);
+    r[b - a + 1] = ']';
+    PyObject *list = PyObject_CallOneArg(f->loads, raw);
+    Py_DECREF(raw);
+    if (!list) return NULL;
+    PyObject *v = PyList_Check(list) && PyList_GET_SIZE(list) == 1 ? Py_NewRef(PyList_GET_ITEM(list, 0)) : NULL;
+    Py_DECREF(list);
+    if (!v) PyErr_SetString(PyExc_ValueError, "not one JSON value");
+    return v;
+}
+
+/* type(orjson.loads(buf[a:b])) is dict, read as the whole line reads it, without raising */
 static int is_object(Folder *f, const char *buf, Py_ssize_t a, Py_ssize_t b) {
     if (certainly_object(buf, a, b)) return 1;
     while (a < b && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\n' || buf[a] == '\r')) a++;
     if (a >= b || buf[a] != '{') return 0; /* JSON that is no object, or no JSON */
-    PyObject *raw = PyBytes_FromStringAndSize(buf + a, b - a);
-    if (!raw) return -1;
-    PyObject *v = PyObject_CallOneArg(f->loads, raw);
-    Py_DECREF(raw);
-    if (!v) { PyErr_Clear(); return 0; }
+    PyObject *v = load_metadata(f, buf, a, b);
+    if (!v) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
     int ok = PyDict_CheckExact(v);
     Py_DECREF(v);
     return ok;
@@ -1203,7 +1241,7 @@ static Py_ssize_t docker_text(Folder *f, const char *buf, Py_ssize_t ls, Py_ssiz
     char *out = f->scratch;
     Py_ssize_t n = 0, i = ls + 8;
     while (i < le) {
-#ifdef __SSE2__
+#ifdef CVDIAG_SSE2
         /* plain ASCII text 16 bytes at a time, up to the next quote, backslash, control byte or
          * byte past 0x7f (out has room: it is as long as the record, and n stays below i - ls) */
         const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
@@ -1308,7 +1346,7 @@ static void add_llm_ms(Slot *s, double d) {
  * answer's duration is added up too (add_llm_ms). */
 static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
                          Py_ssize_t slot, Py_ssize_t le_json) {
-    PyObject *key = key_object(tf->key);
+    PyObject *key = tf->has_key ? key_object(tf->key) : Py_NewRef(Py_None); /* as order_key says: None */
     PyObject *outcome = key ? PyUnicode_DecodeUTF8(src + h->a[6], h->n[6], "replace") : NULL;
     PyObject *duration = NULL;
     if (outcome) {
@@ -1322,8 +1360,7 @@ static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, con
     if (!duration) { Py_XDECREF(key); Py_XDECREF(outcome); return -1; }
     Py_ssize_t md = h->end + f->middle_len, md_n = le_json - f->end_len - md;
     PyObject *ev = PyList_Check(p->evidences) ? PyList_GetItem(p->evidences, slot) : NULL; /* borrowed */
-    PyObject *view = ev ? PyMemoryView_FromMemory((char *)src + md, md_n, PyBUF_READ) : NULL;
-    PyObject *obj = view ? PyObject_CallOneArg(f->loads, view) : NULL;
+    PyObject *obj = ev ? load_metadata(f, src, md, md + md_n) : NULL;
     PyObject *r = NULL;
     if (obj) {
         PyObject *call[] = {ev, b->str, key, outcome, obj, duration};
@@ -1335,7 +1372,7 @@ static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, con
         if (d == -1.0 && PyErr_Occurred()) Py_CLEAR(r);
         else add_llm_ms(SLOT(f, slot), d); /* Python ran: the slot's address is looked up again */
     }
-    Py_XDECREF(view); Py_XDECREF(obj); Py_DECREF(key); Py_DECREF(outcome); Py_DECREF(duration);
+    Py_XDECREF(obj); Py_DECREF(key); Py_DECREF(outcome); Py_DECREF(duration);
     Py_XDECREF(r);
     return r ? 0 : -1;
 }
@@ -1370,7 +1407,7 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
     if (!b) return -1;
     if (wrapped && !s->ev && f->keep_lines && b->llm_response)
         return line_to_python(p, ls, le); /* a deferred test's LLM time: read from the whole body */
-    TsFacts tf; TsRef ref;
+    TsFacts tf = {0}; TsRef ref;
     if (ts_facts_of(f, ts, h->n[4], mono_offset_of_digits(src + h->a[5], h->n[5]), &tf) < 0) return -1;
     if (head_ts_ref(ts, h->n[4], &tf, &ref) < 0) return -1;
     int bad_ts = !tf.canonical_ok;
@@ -1480,9 +1517,10 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnLOOOOO", &view, &start, &end, &p.block, &p.line_cb, &p.body_cb, &p.slim_ok,
                           &p.malformed_cb, &p.evidences))
         return NULL;
-    if (f->loads == NULL || f->n_taken) {
+    if (f->loads == NULL || f->k_finish == NULL || f->n_taken) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_RuntimeError, f->n_taken ? "this folder's tests were taken" : "this folder was cleared");
+        PyErr_SetString(PyExc_RuntimeError,
+                        f->n_taken ? "this folder's tests were taken" : "this folder is not set up, or was cleared");
         return NULL;
     }
     const char *buf = p.buf = view.buf;
@@ -1505,13 +1543,21 @@ static PyObject *Folder_buffer(Folder *f, PyObject *args) {
             ms = pos ? pos - 1 : 0;
         else if (!marked) { pos = nxt; continue; }
         if (!match_head(f, buf, pos, le, &h) || ms < gap) { pos = nxt; continue; }
+        Py_ssize_t ls = buf[ms] == '\n' ? ms + 1 : rfind_nl(buf, start, ms) + 1;
+        /* another marker before this one (anywhere in a bare line): the general parser's rule
+         * for a line with several markers (its first one decides), as fold.Fold.buffer */
+        Py_ssize_t lo = marked ? ls : pos, hi = marked ? ms : le;
+        int several = cv >= 0 && cv < hi && (cv >= lo || find(buf, lo, hi, f->markers[0], f->marker_lens[0]) >= 0);
         if (((cv >= 0 && cv < ms) || (sv >= 0 && sv < ms)) && fold_gap(f, &p, gap, ms) < 0) goto fail;
         gap = le;
         if (cv < le) cv = cv >= 0 ? find(buf, le, end, f->markers[0], f->marker_lens[0]) : -1;
         if (sv < le) sv = sv >= 0 ? find(buf, le, end, f->markers[1], f->marker_lens[1]) : -1;
         Py_ssize_t pos_json = pos, le_json = le;
         pos = nxt;
-        Py_ssize_t ls = buf[ms] == '\n' ? ms + 1 : rfind_nl(buf, start, ms) + 1;
+        if (several) {
+            if (line_to_python(&p, ls, le) < 0) goto fail;
+            continue;
+        }
         int wrapped = 0;
         if (!tail_ok(f, buf, le)) {
             /* colour codes or white space after the tail, behind a prefix: maybe certain */
@@ -1540,8 +1586,8 @@ static PyObject *Folder_fold_env(Folder *f, PyObject *args) {
     long long block;
     Py_ssize_t ls, le;
     if (!PyArg_ParseTuple(args, "O!Lnn", &PyDict_Type, &env, &block, &ls, &le)) return NULL;
-    if (f->n_taken) {
-        PyErr_SetString(PyExc_RuntimeError, "this folder's tests were taken");
+    if (f->loads == NULL || f->k_finish == NULL || f->n_taken) {
+        PyErr_SetString(PyExc_RuntimeError, f->n_taken ? "this folder's tests were taken" : "this folder is not set up");
         return NULL;
     }
     const char *tid, *layer = "", *bnd, *slug = "", *outcome = "", *ts;
@@ -1564,7 +1610,7 @@ static PyObject *Folder_fold_env(Folder *f, PyObject *args) {
     if (slot == -3) return NULL;
     if (slot < 0 || (!SLOT(f, slot)->ev && !f->fold_aggs)) return PyLong_FromLong(-1);
     if (f->fold_aggs) {
-        TsFacts tf;
+        TsFacts tf = {0};
         Name *b = name_of(f, bnd, bnd_n);
         if (!b || ts_facts_of(f, ts, ts_n, 0, &tf) < 0) return NULL;
         if (!tf.canonical_ok) return PyLong_FromLong(-2);
@@ -1718,8 +1764,8 @@ enum { R_REBUILT = 'r', R_KEEP = 'k', R_NOT_NULL = 'n', R_NOT_TEST_ID = 't', R_N
 /* Where the general parser reads the envelope of the line buf[ls:le], when it certainly
  * reads it there: 1 with *src (buf, or a Docker record's text in f->scratch) and the JSON
  * at src[*pos:*end]; 0 when not certain; -1 on error. The cases of parsing.parse_line
- * taken here: the first "CVDIAG {" of a line that has no colour code and does not start
- * with "{"; a line that starts with "CVDIAG_EVENT {" and holds no "CVDIAG {"; a Docker
+ * taken here: the first "CVDIAG {" of a line that has no colour code, does not start
+ * with "{" and holds no marker before it; a line that starts with "CVDIAG_EVENT {" and holds no "CVDIAG {"; a Docker
  * json-file record whose text is one of those two, starting at its first byte; a line
  * that is a bare envelope, with no colour code and no marker anywhere in it. */
 static int event_json(Folder *f, const char *buf, Py_ssize_t ls, Py_ssize_t le, const char **src, Py_ssize_t *pos,
@@ -1748,7 +1794,11 @@ static int event_json(Folder *f, const char *buf, Py_ssize_t ls, Py_ssize_t le, 
     if (memchr(buf + ls, 0x1b, le - ls)) return 0;
     Py_ssize_t first = find(buf, ls, le, json_prefix, jn);
     *src = buf; *end = le;
-    if (first >= 0) { *pos = first + jn - 1; return 1; }
+    if (first >= 0) { /* the line's first marker: of several, the first decides */
+        if (find(buf, ls, first, f->markers[0], f->marker_lens[0]) >= 0) return 0;
+        *pos = first + jn - 1;
+        return 1;
+    }
     if (starts(buf, ls, le, f->jprefix, f->jprefix_len) && ls + f->jprefix_len < le && buf[ls + f->jprefix_len] == '{') {
         *pos = ls + f->jprefix_len;
         return 1;
@@ -1800,7 +1850,7 @@ static PyObject *event_of(Folder *f, const char *buf, Py_ssize_t len, Py_ssize_t
     PyObject *dumps = f->event_dumps;
     if (f->in_event) Py_RETURN_NONE; /* its scratch and room are in use: the general parser's */
     f->in_event = 1;
-    PyObject *result = NULL, *md = NULL, *md_json = NULL;
+    PyObject *result = NULL, *md_json = NULL;
     Out o = {f->event_room, 0, f->event_room_cap};
     const char *src = NULL;
     Py_ssize_t pos = 0, end = 0;
@@ -1816,8 +1866,7 @@ static PyObject *event_of(Folder *f, const char *buf, Py_ssize_t len, Py_ssize_t
      * lines), else read and written; not an object orjson reads: the general parser's */
     Py_ssize_t md_a = h.end + f->middle_len, md_b = end - f->end_len;
     if (!canonical_json_object(src, md_a, md_b)) {
-        if (!(md = PyBytes_FromStringAndSize(src + md_a, md_b - md_a))) goto fail;
-        PyObject *md_obj = PyObject_CallOneArg(f->loads, md);
+        PyObject *md_obj = load_metadata(f, src, md_a, md_b);
         if (!md_obj || !PyDict_CheckExact(md_obj)) {
             Py_XDECREF(md_obj);
             PyErr_Clear();
@@ -1825,7 +1874,13 @@ static PyObject *event_of(Folder *f, const char *buf, Py_ssize_t len, Py_ssize_t
         }
         md_json = PyObject_CallOneArg(dumps, md_obj);
         Py_DECREF(md_obj);
-        if (!md_json) goto fail;
+        if (!md_json) { /* metadata it cannot write: the general parser's, which says what becomes of it */
+            if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_TypeError) &&
+                !PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_RecursionError))
+                goto fail;
+            PyErr_Clear();
+            goto none;
+        }
         if (!PyBytes_Check(md_json)) { PyErr_SetString(PyExc_TypeError, "dumps gives bytes"); goto fail; }
     }
     /* the sort key (report_data._sort_key): order_key + 2**127 in 16 bytes, the span flag,
@@ -1876,7 +1931,7 @@ none:
 fail:
     result = NULL;
 done:
-    Py_XDECREF(md); Py_XDECREF(md_json);
+    Py_XDECREF(md_json);
     f->event_room = o.b; f->event_room_cap = o.cap;
     f->in_event = 0;
     return result;
@@ -1884,7 +1939,7 @@ done:
 
 /* The reader is ready to write events: set_event_format was called, loads is kept. */
 static int event_ready(Folder *f) {
-    if (f->event_rules == NULL || f->loads == NULL) {
+    if (f->event_rules == NULL || f->loads == NULL || f->k_finish == NULL) {
         PyErr_SetString(PyExc_ValueError, "set_event_format first, on a folder not cleared");
         return 0;
     }
@@ -2178,6 +2233,11 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
                                      &tail_room, &PyTuple_Type, &failed, &accounting, &llm, &PyDict_Type, &bits,
                                      &backend_bit, &admit, &info, &tsf, &loads, &fold_aggs, &keep_lines, &max_tests, &max_line, &pair))
         return -1;
+    if (f->initialised) { /* its layout, strings and callables are set: once, never appended to */
+        PyErr_SetString(PyExc_RuntimeError, "a Folder is initialised once");
+        return -1;
+    }
+    f->initialised = 1; /* a failed __init__ leaves half a layout: no second try either */
     if (PyTuple_GET_SIZE(fields) > MAX_FIELDS || PyTuple_GET_SIZE(markers) != 2 || PyTuple_GET_SIZE(tails) != 2 ||
         PyTuple_GET_SIZE(failed) > 4) {
         PyErr_SetString(PyExc_ValueError, "unexpected layout");
@@ -2556,7 +2616,13 @@ PyMODINIT_FUNC PyInit__cfold(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Folder", (PyObject *)&FolderType) < 0 ||
-        PyModule_AddIntConstant(m, "COUNTERS", N_COUNTERS) < 0) {
+        PyModule_AddIntConstant(m, "COUNTERS", N_COUNTERS) < 0 ||
+        PyModule_AddStringConstant(m, "SOURCE_HASH", CVDIAG_SOURCE_HASH) < 0 ||
+#ifdef CVDIAG_SSE2
+        PyModule_AddIntConstant(m, "SSE2", 1) < 0) {
+#else
+        PyModule_AddIntConstant(m, "SSE2", 0) < 0) {
+#endif
         Py_DECREF(m);
         return NULL;
     }

@@ -166,9 +166,18 @@ def _ts_facts(ts: bytes) -> tuple[bytes | None, int | None]:
     return canonical, None if key is None else key >> 64
 
 
+#: JSON shorter than this cannot nest as deep as orjson refuses (1024 levels, 2 bytes each).
+_DEEP_ROOM = 2048
+
+
 def _is_object(raw: Any) -> bool:
+    """Whether the metadata ``raw`` is a JSON object as the whole line reads it: one level
+    down, inside the envelope's object (metadata nested 1024 deep is read alone, not
+    there); the compiled fold's ``load_metadata``."""
     try:
-        return type(orjson.loads(raw)) is dict
+        if len(raw) < _DEEP_ROOM:
+            return type(orjson.loads(raw)) is dict
+        return type(orjson.loads(b"[%b]" % raw)[0]) is dict
     except orjson.JSONDecodeError:
         return False
 
@@ -607,6 +616,11 @@ class Fold:
             if ms < gap:  # inside a line already handled
                 pos = nxt
                 continue
+            ls = ms + 1 if buf[ms] == 10 else buf.rfind(b"\n", start, ms) + 1
+            # Another marker before this one (anywhere in a bare line): the general parser's
+            # rule for a line with several markers (its first one decides), not this head.
+            lo, hi = (pos, le) if ms >= pos - 1 else (ls, ms)
+            several = -1 < cv < hi and (cv >= lo or find(_CV, lo, hi) >= 0)
             if -1 < cv < ms or -1 < sv < ms:
                 self._gap(buf, gap, ms, name, counter, count_malformed, block)
             gap = le
@@ -615,10 +629,11 @@ class Fold:
             if sv < le:
                 sv = find(_SV, le, end) if sv >= 0 else -1
             pos = nxt
-            if buf[le - _TAIL_LEN : le] != _TAIL_FALSE and not buf[le - _TAIL_ROOM : le].rstrip().endswith(_TAILS):
+            if several or (
+                buf[le - _TAIL_LEN : le] != _TAIL_FALSE and not buf[le - _TAIL_ROOM : le].rstrip().endswith(_TAILS)
+            ):
                 # Not the fixed tail: maybe cut, maybe trailing colour codes; the general parser decides.
-                self._line(buf, ms + 1 if buf[ms] == 10 else buf.rfind(b"\n", start, ms) + 1, le, name, counter,
-                           count_malformed, block)  # fmt: skip
+                self._line(buf, ls, le, name, counter, count_malformed, block)
                 continue
             tid = fields[0]
             if (owns is not None and not owns(tid)) or (only is not None and tid not in only):
@@ -656,7 +671,6 @@ class Fold:
                     self._malformed(counter, name, ms, "ts is not an RFC 3339 time", True)
                     continue
                 if kept is not None:
-                    ls = ms + 1 if buf[ms] == 10 else buf.rfind(b"\n", start, ms) + 1
                     if env is None and boundary == _LLM_RESPONSE:  # a deferred test's: parsed for its duration
                         env = _parsed(buf[pos_json:le])
                         self._keep(tid, block, ls, le, env)

@@ -319,9 +319,10 @@ def parse_line(line: bytes) -> tuple[int, Any]:
     ``line`` may also be a span from ``scan.logical_lines`` holding the records of one
     split line; a split line that never completes is malformed when it carried an envelope.
     """
-    # The common case first: the emitter's own prefix, no wrapper.
+    # The common case first: the emitter's own prefix, no wrapper, the line's first marker
+    # (of several, the first decides: ``_classify``).
     i = line.find(_JSON_PREFIX)
-    if i >= 0 and b"\x1b" not in line and not line.startswith(b"{"):
+    if i >= 0 and b"\x1b" not in line and not line.startswith(b"{") and line.find(_MARKER, 0, i) < 0:
         kind, value = parse_json_envelope(line[i + _PREFIX_LEN :])
         if kind == ENVELOPE:
             return kind, value

@@ -25,6 +25,9 @@
  * same bytes).
  */
 #define PY_SSIZE_T_CLEAN
+#ifndef CVDIAG_SOURCE_HASH /* setup.py builds in the hash of this file (cvdiag.contract.compiled) */
+#define CVDIAG_SOURCE_HASH ""
+#endif
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
@@ -206,7 +209,12 @@ static int put_dict(Buf *b, PyObject *d) {
             goto done;                                               \
     } while (0)
 
-/* -- the wire time: YYYY-MM-DDTHH:MM:SS.mmmZ, the whole second written once ---------- */
+/* -- the wire time: YYYY-MM-DDTHH:MM:SS.mmmZ, the whole second written once ----------
+ * The cache is two C globals read and written without a lock: safe because every call
+ * of line() holds the GIL and runs no Python between the two. The module is single-phase
+ * (one state per process): a free-threaded build turns the GIL back on when it imports it
+ * (it declares no Py_mod_gil), and an interpreter with a GIL of its own refuses to import
+ * it. Per-module state would be needed before either changes (docs/architecture.md). */
 static long long written_second = LLONG_MIN;
 static char written_text[20];
 
@@ -543,7 +551,8 @@ PyMODINIT_FUNC PyInit__cemit(void) {
     sixty_four = PyLong_FromLong(64);
     s_metadata = PyUnicode_InternFromString("metadata");
     s_layer = PyUnicode_InternFromString("layer");
-    if (sixty_four == NULL || s_metadata == NULL || s_layer == NULL) {
+    if (sixty_four == NULL || s_metadata == NULL || s_layer == NULL ||
+        PyModule_AddStringConstant(m, "SOURCE_HASH", CVDIAG_SOURCE_HASH) < 0) {
         Py_DECREF(m);
         return NULL;
     }
