@@ -50,6 +50,7 @@ def test_the_pytest_report_shows_the_rows_cvdiag_timeline_shows(
 ) -> None:
     log = pytester.path / "server.log"
     monkeypatch.setenv("CVDIAG_FILE", str(log))  # the app's emitter writes the server's log too
+    monkeypatch.setenv("COLUMNS", "200")  # pytest's width, which the section is drawn at
     pytester.makepyfile(inner_app=INNER_APP, test_support=_TEST)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:randomly", f"--cvdiag-log={log}", "-q"
@@ -60,7 +61,7 @@ def test_the_pytest_report_shows_the_rows_cvdiag_timeline_shows(
     header = next(line for line in out if line.startswith("timeline ("))
     reported = _table(out)
 
-    shown = run("timeline", test_id, log, env={"NO_COLOR": "1", "COLUMNS": ""})
+    shown = run("timeline", test_id, log, env={"NO_COLOR": "1", "COLUMNS": "200"})
     assert shown.code == 0, shown.err
     timeline = _table(shown.out.splitlines())
 

@@ -105,6 +105,30 @@ def _note(tally: Tally) -> None:
         say(note)
 
 
+def _nothing(sources: list[Source], tally: Tally, found: str) -> int:
+    """An empty answer that explains itself: ``found`` (``no tests found``) on stdout, then
+    on stderr what was read and the likely cause."""
+    from cvdiag.read import inventory
+
+    Out().line(found)
+    for sentence in inventory.explain(inventory.take(sources), tally):
+        say(f"cvdiag: {sentence}")
+    return NOTHING_EXIT
+
+
+#: Inputs up to this size are read once more for the facts beside ``tests``' rows (pytest
+#: node ids, minted ids); a bigger log is not read twice for them.
+_SIDE_FACTS_BYTES = 256 << 20
+
+
+def _side_facts(sources: list[Source]) -> Any:
+    from cvdiag.read import inventory
+
+    if sum(s.size() for s in sources) > _SIDE_FACTS_BYTES:
+        return inventory.SideFacts()
+    return inventory.side_facts(sources)
+
+
 def _json_out(value: Any) -> None:
     sys.stdout.buffer.write(dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
 
@@ -145,10 +169,16 @@ def tests(args: argparse.Namespace) -> int:
     if fmt in ("github", "junit"):
         verdicts = {r["test_id"]: r.pop("_diagnosis", None) for r in rows}
         return _failed_exit(_ci_out(fmt, rows, verdicts, unique_prefixes(ids), args.paths), rows, args)
+    if not scan.rows:
+        return _nothing(sources, scan.tally, "no tests found")
     out = Out()
     if not rows:
-        out.line("no tests found" if not scan.rows else "no test matches the filters")
+        out.line("no test matches the filters")
         return NOTHING_EXIT
+    facts = _side_facts(sources)
+    for r in rows:
+        if r["test_id"] in facts.node_ids:
+            r["node_id"] = facts.node_ids[r["test_id"]]
     # every id's prefix only where a narrow terminal may cut ids to it: else one, for the hint
     prefixes = unique_prefixes(ids) if out.width is not None else None
     date = one_utc_date([r["first_ts"] for r in rows])
@@ -158,7 +188,7 @@ def tests(args: argparse.Namespace) -> int:
     if first_failed:
         tid = first_failed["test_id"]
         hint = ["cvdiag", "timeline", prefixes[tid] if prefixes else unique_prefix(ids, tid), *args.paths]
-    views.tests_summary(out, rows, hint, date)
+    views.tests_summary(out, rows, hint, date, minted=sum(r["test_id"] in facts.minted for r in rows))
     return _failed_exit(OK_EXIT, rows, args)
 
 
@@ -286,10 +316,9 @@ def stats(args: argparse.Namespace) -> int:
     if args.json:
         _json_out({"boundaries": boundaries, "latency": latency})
         return _found(boundaries)
-    out = Out()
     if not boundaries:
-        out.line("no envelopes found")
-        return NOTHING_EXIT
+        return _nothing(sources, tally, "no envelopes found")
+    out = Out()
     views.stats(out, boundaries, latency)
     return OK_EXIT
 
@@ -359,6 +388,8 @@ def diagnose(args: argparse.Namespace) -> int:
         progress.close()
         _note(scan.tally)
         verdicts = [r["_diagnosis"] for r in scan.rows if r.get("_diagnosis")]
+        if not verdicts and not args.json:
+            return _nothing(sources, scan.tally, "no tests found")
     else:
         if not args.args:
             raise UsageError("diagnose needs a TEST_ID (or --all)")
@@ -436,7 +467,11 @@ def report(args: argparse.Namespace) -> int:
         print(doc["meta"]["note"], file=sys.stderr)
     rows = doc["rows"]
     if not rows:
+        from cvdiag.read import inventory
+
         print("cvdiag: no tests found in the inputs; no report written", file=sys.stderr)
+        for sentence in inventory.explain(inventory.take(sources), Tally()):
+            say(f"cvdiag: {sentence}")
         return NOTHING_EXIT
     size = page.write(doc, args.output, args.title, _history_page(args.history) if args.history else "")
     failed = sum(r[report_data.ROW_COLUMNS.index("failed")] for r in rows)

@@ -58,17 +58,31 @@ def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: Mapping[str, str
     if "class" in rows[0]:
         columns.append(Column("class", keep=True, rank=1))
         values.append([r["class"] or "" for r in rows])
-    out.table(columns, values, [FAIL if status == "fail" else None for status in values[7]], by_column=True)
+    if any("node_id" in r for r in rows):  # a harness wrote the pytest node id: beside the test id
+        columns.insert(1, Column("pytest node id", rank=2, min_width=24, middle=True))
+        values.insert(1, [r.get("node_id", "") for r in rows])
+    styles = [FAIL if r["status"] == "fail" else None for r in rows]
+    out.table(columns, values, styles, by_column=True)
 
 
-def tests_summary(out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | None, date: str | None) -> None:
-    """The line under the table (how many, how many failed, the ``date`` they share) and a
-    command to run next."""
+def tests_summary(
+    out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | None, date: str | None, *, minted: int = 0
+) -> None:
+    """The line under the table (how many, how many failed, the ``date`` they share), the
+    requests that came without a test id (``minted``), and a command to run next."""
     failed = sum(r["status"] == "fail" for r in rows)
     out.line(
         f"{counted(len(rows), 'test')}, {failed} failed" + (f", on {date} (UTC)" if date else ""),
         FAIL if failed else OK,
     )
+    if minted:
+        out.prose(
+            f"{counted(minted, 'request')} came without an x-test-id (health checks, probes?): the server"
+            " minted {} id{}; they are counted above".format(
+                "its" if minted == 1 else "their", "" if minted == 1 else "s"
+            ),
+            WARN,
+        )
     if hint:
         out.command(hint, indent="", prompt="next:")
 

@@ -275,12 +275,12 @@ class Out:
     as markup: log content is shown, not obeyed.
     """
 
-    def __init__(self, stream: TextIO | None = None, *, plain: bool = False) -> None:
+    def __init__(self, stream: TextIO | None = None, *, plain: bool = False, width: int | None = None) -> None:
         """``plain``: text for a report or a file, as a pipe gets it (no colour, no width
-        limit), whatever the terminal."""
+        limit unless ``width`` is given: pytest's terminal), whatever the terminal."""
         self.stream = stream or sys.stdout
         self.color = not plain and use_color(self.stream)
-        self.width = None if plain else terminal_width(self.stream)
+        self.width = width if plain else terminal_width(self.stream)
         self._console: Any = None
 
     def console(self) -> Any:

@@ -20,8 +20,9 @@ from cvdiag.read.sources import resolve_sources
 class SessionReport:
     """The spool of one session and what pytest said about each test."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, all_tests: bool = False) -> None:
         self.path = path
+        self.all_tests = all_tests
         self.folder = tempfile.mkdtemp(prefix="cvdiag-report-")
         self.spool = os.path.join(self.folder, "in-process.ndjson")
         self.labels: dict[str, str] = {}
@@ -47,7 +48,14 @@ class SessionReport:
 
     def _write(self, logs: Sequence[str]) -> str:
         paths = [p for p in (self.spool, *logs) if os.path.exists(p)]
-        doc = report_data.build(resolve_sources(paths), labels=self.labels, failed=self.failed)
+        doc = report_data.build(
+            resolve_sources(paths), all_tests=self.all_tests, labels=self.labels, failed=self.failed
+        )
+        # Name what was read as the user knows it: the session, not the spool file that is
+        # deleted once the page is written; and offer pytest's own option for more.
+        session = f"pytest session ({counted(len(self.labels), 'test')})"
+        doc["meta"]["sources"] = [session if s == self.spool else s for s in doc["meta"]["sources"]]
+        doc["meta"]["all_command"] = "pytest --cvdiag-report-all"
         if not doc["rows"]:
             return f"cvdiag report: no envelopes in this session, {self.path} not written"
         size = report.write(doc, self.path, "cvdiag report: pytest session")

@@ -72,6 +72,8 @@ class _TestState:
     #: Closes the capture: configuration back to ``previous``.
     capturing: contextlib.ExitStack
     started_ns: int
+    #: Wall-clock start (Unix seconds): the window in which a log's lines are this test's time.
+    started_s: float = 0.0
     failed: bool = False
     skipped: bool = False
     failure_type: str | None = None
@@ -167,6 +169,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write an HTML report of the session's tests (in-process envelopes and --cvdiag-log files) to PATH",
     )
     group.addoption(
+        "--cvdiag-report-all",
+        action="store_true",
+        default=False,
+        help="with --cvdiag-report: a waterfall for every test, not only the failed and flagged ones",
+    )
+    group.addoption(
         "--cvdiag-history",
         nargs="?",
         const="",
@@ -204,10 +212,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # application that instrumented itself is not undone by us.
     config.stash[_INSTALLED] = not is_instrumented()
     instrument(otel=False)  # spans are read where the app calls cvdiag.instrument(), not here
+    if config.getoption("cvdiag_report_all") and not config.getoption("cvdiag_report"):
+        raise pytest.UsageError("--cvdiag-report-all needs --cvdiag-report PATH: where to write the report")
     if config.getoption("cvdiag_report"):
         from cvdiag.pytest_plugin._report import SessionReport
 
-        config.stash[_REPORT] = SessionReport(config.getoption("cvdiag_report"))
+        config.stash[_REPORT] = SessionReport(
+            config.getoption("cvdiag_report"), all_tests=config.getoption("cvdiag_report_all")
+        )
     if config.getoption("cvdiag_history") is not None:
         _start_history(config, config.getoption("cvdiag_history"))
     if config.getoption("cvdiag_otlp_receive"):
@@ -345,6 +357,7 @@ def _begin(item: pytest.Item) -> _TestState:
         envelopes=envelopes,
         capturing=capturing,
         started_ns=time.monotonic_ns(),
+        started_s=time.time(),
         usage_error=usage_error,
         trace_id=trace_id,
         span_id=span_id,
@@ -471,7 +484,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         except Exception as exc:  # a report must never be lost to its own decoration
             report.sections.append(("cvdiag", f"cvdiag could not build this report: {type(exc).__name__}: {exc}"))
         _record_properties(item, report, state)
+        _summary_names_the_class(report, state)
     return report
+
+
+def _summary_names_the_class(report: pytest.TestReport, state: _TestState) -> None:
+    """``FAILED test_x - llm-error: ...``: the short summary line (and JUnit's failure
+    message) start with the diagnosis, then the test's own error."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if state.verdict is None or crash is None or getattr(crash, "_cvdiag", False):
+        return
+    cls, reason = state.verdict
+    if cls in ("ok", "none"):
+        return
+    crash.message = f"{cls}: {reason} | {crash.message}"
+    crash._cvdiag = True
 
 
 def _record_properties(item: pytest.Item, report: pytest.TestReport, state: _TestState) -> None:
@@ -576,6 +603,65 @@ def _log_entries(paths: Sequence[str], test_id: str) -> tuple[list[Entry], list[
     return (found.entries if found.test_id == test_id else []), notes, found.log_end
 
 
+def _terminal_width(config: pytest.Config) -> int | None:
+    """The width pytest draws its own report at, so that this section fits beside it."""
+    try:
+        return int(config.get_terminal_writer().fullwidth)
+    except Exception:  # no terminal reporter (-p no:terminal): no limit
+        return None
+
+
+#: Lines under other ids this close to the test's run count as "meanwhile" (clocks of a
+#: server in a subprocess and of pytest agree to well within this).
+_MEANWHILE_SLACK_S = 1.0
+_MEANWHILE_SHOWN = 3
+
+
+def _others_meanwhile(out: Out, logs: Sequence[str], state: _TestState) -> None:
+    """No line carries this test's id: the lines the logs hold under other ids while it
+    ran, which are most likely its requests, sent without the id."""
+    from cvdiag.contract.timestamps import parse_ts
+    from cvdiag.read.parsing import ENVELOPE, Tally
+
+    start, end = state.started_s - _MEANWHILE_SLACK_S, time.time() + _MEANWHILE_SLACK_S
+    seen: dict[str, list[str]] = {}
+
+    def add(env: dict[str, Any]) -> None:
+        if is_accounting(str(env.get("boundary", ""))) or env.get("test_id") == state.test_id:
+            return
+        try:
+            at = parse_ts(env["ts"])
+        except (KeyError, TypeError, ValueError):
+            return
+        if start <= at <= end:
+            seen.setdefault(str(env.get("test_id")), []).append(str(env.get("boundary")))
+
+    for env in state.envelopes or ():  # in-process: every id written while the test ran
+        add(env)
+    try:
+        sources = resolve_sources([p for p in logs if os.path.exists(p)])
+        for hit in correlate.merged(sources, Tally()) if sources else ():
+            if hit.kind == ENVELOPE:
+                add(hit.value)
+    except (InputError, OSError):
+        pass
+    if not seen and not logs:
+        return
+    if not seen:
+        out.prose("the logs hold no line from the time this test ran: did the server write to them?")
+        return
+    ids = list(seen)
+    out.prose(
+        f"while it ran, cvdiag saw lines under {counted(len(ids), 'other id')}: its requests may"
+        " have gone without the x-test-id header (a client cvdiag does not instrument? pass"
+        " the cvdiag_headers fixture). `cvdiag timeline ID LOG` shows one:"
+    )
+    for tid in ids[:_MEANWHILE_SHOWN]:
+        out.prose(f"{tid}: {counted(len(seen[tid]), 'line')} ({', '.join(dict.fromkeys(seen[tid]))})", indent="  ")
+    if len(ids) > _MEANWHILE_SHOWN:
+        out.line(f"  ... {len(ids) - _MEANWHILE_SHOWN} more")
+
+
 def _failure_section(config: pytest.Config, state: _TestState) -> str:
     """The test's id, diagnosis, tool calls and timeline: the tables ``cvdiag timeline``
     draws, from the in-process envelopes and the ``--cvdiag-log`` files."""
@@ -590,20 +676,21 @@ def _failure_section(config: pytest.Config, state: _TestState) -> str:
     entries = ordered([*mine, *from_logs])
     envelopes = [e.data for e in entries if e.kind == "envelope"]
     text = io.StringIO()
-    out = Out(text, plain=True)
+    out = Out(text, plain=True, width=_terminal_width(config))
     out.line(f"test id: {state.test_id}")
     if envelopes:
         verdict = diagnose(envelopes, log_end=log_end)
-        out.line(f"diagnosis: {verdict.cls} ({verdict.confidence:.2f}) {verdict.reason}")
+        out.prose(f"diagnosis: {verdict.cls} ({verdict.confidence:.2f}) {verdict.reason}")
         if state.verdict is None:
             state.verdict, state.confidence = (verdict.cls, verdict.reason), verdict.confidence
     else:
         where = "in-process" + (f" or in {', '.join(logs)}" if logs else "")
-        out.line(f"diagnosis: none (no envelope with this id {where})")
+        out.prose(f"diagnosis: none (no envelope with this id {where})")
         state.verdict = state.verdict or ("none", f"no envelope with this id {where}")
+        _others_meanwhile(out, logs, state)
     tool_calls_table(out, toolcalls.tool_calls(envelopes))
-    out.line(f"timeline ({counted(len(entries), 'event')} from {', '.join(['in-process', *logs])}):")
+    out.prose(f"timeline ({counted(len(entries), 'event')} from {', '.join(['in-process', *logs])}):")
     timeline_table(out, entries, TIMELINE_MAX_ROWS)
-    for note in notes:
+    for note in notes:  # whole: a path in it is copied, never broken
         out.line(f"note: {note}")
     return text.getvalue().rstrip("\n")  # log content is shown escaped, never obeyed

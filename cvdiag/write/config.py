@@ -68,6 +68,17 @@ def _env_label(environ: Mapping[str, str]) -> str | None:
     return None
 
 
+def _warn_unclear_switch(environ: Mapping[str, str], enabled: bool) -> None:
+    """``CVDIAG_ENABLED=maybe`` (neither on nor off) is a slip to say, not a silent "off":
+    the one warning a disabled cvdiag gives, so that the user is not left wondering."""
+    for name in ("CVDIAG_ENABLED", "CVDIAG_BACKEND_EMITTER"):
+        raw = (environ.get(name) or "").strip()
+        if raw and raw.lower() not in _TRUE | _FALSE:
+            state = "on (the other switch is)" if enabled else "off"
+            log.warning("cvdiag: %s=%r is neither on (1, true, yes, on) nor off (0, false, no, off); cvdiag is %s",
+                        name, raw[:32], state)  # fmt: skip
+
+
 def _requested_tier(environ: Mapping[str, str], warnings: list[str]) -> Tier:
     raw = environ.get("CVDIAG_TIER")
     tier = Tier.parse(raw) if raw and raw.strip() else Tier.DEFAULT
@@ -138,6 +149,7 @@ def build_settings(
     warnings: list[str] = []
     if enabled is None:
         enabled = _truthy(environ.get("CVDIAG_ENABLED")) or _truthy(environ.get("CVDIAG_BACKEND_EMITTER"))
+        _warn_unclear_switch(environ, enabled)
     if tier is None:
         requested = _requested_tier(environ, warnings)
     elif isinstance(tier, Tier):

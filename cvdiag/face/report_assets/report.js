@@ -60,6 +60,18 @@
     ["events", "Events", "num", "7%"], ["layers", "Layers", "", "10%"]
   ];
 
+  // A session's tests are named by their pytest node ids, longer than ids: the Test
+  // column takes the room the narrower columns can give, so that they are not cut.
+  function columnWidths() {
+    var named = ROWS.some(function (r) { return r[C.label]; });
+    if (!named) return COLUMNS.map(function (c) { return c[3]; });
+    // the others at the width their values need; the Test column takes what is left
+    return ["64px", "132px", "auto", "72px", "76px", "80px", "76px", "56px", "80px"];
+  }
+  // The command that gives every test a waterfall, as it runs where the report was made
+  // (META.all_command: pytest's option for a session's report).
+  function howTo() { return META.all_command || "cvdiag report --all"; }
+
   function matches(r) {
     if (state.status === "failed" && !r[C.failed]) return false;
     if (state.status === "passed" && r[C.failed]) return false;
@@ -90,9 +102,9 @@
     var main = el("main", { id: "index" });
     main.appendChild(el("h1", {}, ["cvdiag report"]));
     var detailNote = META.detail === "all" ? "detail for every test" :
-      "detail for failed and flagged tests (cvdiag report --all for every test)";
+      "detail for failed and flagged tests (" + howTo() + " for every test)";
     main.appendChild(el("p", { class: "muted" }, [
-      ROWS.length + " tests, " + failed + " failed \u00b7 " + META.sources.join(", ") + " \u00b7 " + detailNote +
+      ROWS.length + (ROWS.length === 1 ? " test, " : " tests, ") + failed + " failed \u00b7 " + META.sources.join(", ") + " \u00b7 " + detailNote +
       (META.note ? " \u00b7 " + META.note : "")
     ]));
     if (IDX.compare) main.appendChild(compareBox(IDX.compare));
@@ -125,7 +137,8 @@
 
     var table = el("table", { class: "tests", role: "grid", "aria-label": "tests" });
     var colgroup = el("colgroup");
-    COLUMNS.forEach(function (c) { colgroup.appendChild(el("col", { style: "width:" + c[3] })); });
+    var widths = columnWidths();
+    COLUMNS.forEach(function (c, k) { colgroup.appendChild(el("col", { style: "width:" + widths[k] })); });
     table.appendChild(colgroup);
     var head = el("tr");
     COLUMNS.forEach(function (c) {
@@ -189,7 +202,7 @@
     var cells = [
       el("span", { class: "status " + (failed ? "fail" : "ok") }, [failed ? "\u2716 fail" : "\u2714 ok"]),
       el("span", { class: "cls " + (isBad(cls) ? "bad" : "ok") }, [cls || ""]),
-      el("span", { class: r[C.label] ? "" : "mono" }, [name]),
+      el("span", { class: r[C.label] ? "" : "mono", title: name }, [name]),
       S[r[C.slug]], ms(r[C.duration_ms]), ms(r[C.ttfb_ms]), ms(r[C.llm_ms]), String(r[C.events]),
       r[C.layers].map(function (x) { return S[x]; }).join(", ")
     ];
@@ -363,7 +376,7 @@
     if (d === null) {
       main.appendChild(el("p", { class: "note", id: "no-detail" }, [
         "This report has no events for this test: it keeps them for failed and flagged tests. " +
-        "Build it with `cvdiag report --all` to see every test's waterfall."]));
+        "Build it with `" + howTo() + "` to see every test's waterfall."]));
       app.appendChild(main);
       return;
     }
