@@ -196,3 +196,32 @@ def test_a_document_over_the_size_limit_is_skipped_and_said(tmp_path: Path, monk
     _code, out, err = run_in_process(["tests", "--json", str(path)])
     assert [row["test_id"] for row in json.loads(out)] == ["t-1"]
     assert "1 document over the size limit skipped" in err
+
+
+def test_a_big_file_is_translated_by_ranges_in_processes_with_the_same_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cvdiag.read import otlp
+
+    docs = [
+        _doc(
+            *[
+                _span(
+                    "execute_tool t",
+                    {**_FAILED_TOOL, "test.id": f"t-{i}"},
+                    span=f"{i * 8 + k + 1:016x}",
+                    parent="00000000000000ff",
+                    error=k == 0,
+                )
+                for k in range(8)
+            ]
+        )
+        for i in range(40)
+    ]
+    path = tmp_path / "collector.jsonl"
+    path.write_bytes(b"\n".join(docs) + b"\n")
+    _, whole, _ = run_in_process(["tests", "--json", str(path)])
+    monkeypatch.setattr(otlp, "_PARALLEL_MIN_BYTES", 1)
+    code, parts, err = run_in_process(["tests", "--json", str(path)])
+    assert code in (0, 1) and "320 spans read" in err
+    assert json.loads(parts) == json.loads(whole) and len(json.loads(whole)) == 40

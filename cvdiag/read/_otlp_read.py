@@ -26,7 +26,7 @@ MAX_DOC_BYTES = 64 << 20
 _READ = 1 << 20
 _HEX = re.compile(r"[0-9a-f]+")
 _SDK_KINDS = {"INTERNAL": 1, "SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
-_NO_EDGE = dict.fromkeys(EDGE_HEADERS)
+_NO_EDGE = orjson.Fragment(orjson.dumps(dict.fromkeys(EDGE_HEADERS)))  # written once, copied per line
 _DEPTH = 8  # kvlist and array values nested deeper are not converted
 
 
@@ -46,6 +46,14 @@ class Tally:
     logs: int = 0
     other_logs: int = 0
     tests: set[str] = field(default_factory=set)
+
+    def merge(self, other: Tally) -> None:
+        """Add another part's counts (a file translated by ranges)."""
+        for name in ("documents", "spans", "lines", "malformed", "too_big", "unfinished", "bad_ids", "no_test",
+                     "logs", "other_logs"):  # fmt: skip
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.by_trace_id |= other.by_trace_id
+        self.tests |= other.tests
 
     def note(self, name: str) -> str:
         parts = [f"{self.spans:,} spans" if self.spans else "", f"{self.logs:,} log records" if self.logs else ""]
@@ -237,13 +245,9 @@ def _otlp_span(
     status = span.get("status") if isinstance(span.get("status"), dict) else {}
     code = status.get("code")
     events = tuple(
-        (
-            str(e.get("name", "")),
-            _nanos(e.get("timeUnixNano")),
-            MappingProxyType(_attributes(e.get("attributes"), None)),
-        )
+        ("exception", _nanos(e.get("timeUnixNano")), _attributes(e.get("attributes")))
         for e in _list(span.get("events"))[-4:]  # the last exception is the one read
-        if isinstance(e, dict)
+        if type(e) is dict and e.get("name") == "exception"
     )
     kind = span.get("kind")
     return SpanView(
@@ -255,11 +259,11 @@ def _otlp_span(
         end_ns=end,
         status_error=code in (2, "STATUS_CODE_ERROR"),
         status_message=status.get("message") if isinstance(status.get("message"), str) else None,
-        attributes=MappingProxyType(_attributes(span.get("attributes"), wanted)),
+        attributes=_attributes(span.get("attributes"), wanted),
         events=events,
         kind=_KINDS.get(kind, kind if isinstance(kind, int) else 0),
         scope=scope if isinstance(scope, str) else "",
-        resource=MappingProxyType(resource),
+        resource=resource,
     )
 
 
@@ -276,12 +280,18 @@ _KINDS = {
 def _attributes(values: Any, wanted: frozenset[str] | None = None) -> dict[str, Any]:
     """OTLP ``[{"key": k, "value": {"stringValue": …}}]`` as a dict, only of ``wanted`` keys."""
     out: dict[str, Any] = {}
-    for kv in _list(values):
-        if not isinstance(kv, dict):
-            continue
-        key = kv.get("key")
-        if isinstance(key, str) and (wanted is None or key in wanted):
-            out[key] = _value(kv.get("value"), 0)
+    if type(values) is not list:
+        return out
+    for kv in values:
+        try:
+            key = kv["key"]
+            if wanted is not None and key not in wanted:
+                continue
+            value = kv["value"]
+            text = value.get("stringValue")  # the usual case, first
+            out[key] = text if type(text) is str else _value(value, 0)
+        except (TypeError, KeyError, AttributeError):
+            continue  # a record of the wrong shape: not an attribute
     return out
 
 
@@ -324,6 +334,8 @@ def _nanos(v: Any) -> int:
 
 def _id(v: Any, length: int, tally: Tally, optional: bool = False) -> str | None:
     """A trace or span id as lowercase hex of its length; None (and counted) otherwise."""
+    if type(v) is str and len(v) == length and _HEX.fullmatch(v) and v.strip("0"):
+        return v  # OTLP JSON's own form: the usual case
     if v is None or v == "":
         if not optional:
             tally.bad_ids += 1
@@ -446,9 +458,10 @@ def _envelope(view: SpanView, test_id: str, evidence: SpanEvidence, span_id: str
         "_metadata_dropped": False,
         "_truncated": False,
     }
-    return PREFIX.encode() + orjson.dumps(env) + b"\n"
+    return _PREFIX + orjson.dumps(env) + b"\n"
 
 
+_PREFIX = PREFIX.encode()
 _SLUGS: dict[str, str] = {}
 
 

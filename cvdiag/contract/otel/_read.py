@@ -185,7 +185,7 @@ def _classify(span: SpanView) -> tuple[c.Family | None, str | None]:
     attrs = span.attributes
     for family in c.FAMILIES:
         marked = any(k in attrs for k in family.markers)
-        named = _by_name(family, span.name)
+        named = _by_name(family, span.name) if family.names else None
         if not marked and named is None:
             continue
         role = None
