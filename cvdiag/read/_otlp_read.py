@@ -16,7 +16,7 @@ import orjson
 from cvdiag.contract.ids import new_span_id, sanitize_slug
 from cvdiag.contract.otel import SpanEvidence, SpanView, read_span, scrub_metadata, span_test_id
 from cvdiag.contract.otel._conventions import READ_KEYS
-from cvdiag.contract.otel._read import BAGGAGE_TEST_ID, TEST_ID_KEYS
+from cvdiag.contract.otel._read import TEST_ID_KEYS
 from cvdiag.contract.schema import CATALOG, DEFAULT_DEMO, EDGE_HEADERS, PREFIX, SCHEMA_VERSION
 from cvdiag.contract.timestamps import wire_ts
 
@@ -409,8 +409,8 @@ def _line(view: SpanView, tally: Tally, test_id_attr: str | None) -> bytes | Non
     root = view.parent_span_id is None and (evidence is None or evidence.boundary not in _TERMINALS)
     if evidence is None and not root:
         return None
-    baggage = view.attributes.get(f"baggage.{BAGGAGE_TEST_ID}")
-    test_id = span_test_id(view, {BAGGAGE_TEST_ID: baggage} if isinstance(baggage, str) else None, test_id_attr)
+    # A file holds no baggage: a BaggageSpanProcessor copies it onto the span as the attribute.
+    test_id = span_test_id(view, None, test_id_attr)
     if test_id is None:
         if not view.trace_id:
             tally.no_test += 1

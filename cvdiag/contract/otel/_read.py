@@ -69,19 +69,26 @@ def read_span(span: SpanView) -> SpanEvidence | None:
 
 
 def span_test_id(span: SpanView, baggage: Mapping[str, str] | None = None, attr: str | None = None) -> str | None:
-    """The test a span belongs to: ``attr`` when given, else ``cvdiag.test_id``, then
-    ``test.id`` (on the span, then its resource), then baggage ``cvdiag.test_id``.
+    """The test a span belongs to (spec section 9): ``cvdiag.test_id``, then ``test.id``
+    (on the span, then its resource), then baggage ``cvdiag.test_id``, then ``attr`` (a
+    file reader's ``--test-id-attr``, on the span or its resource).
 
     None when nothing names one: a file reader then falls back to the trace id.
     """
-    keys = (attr,) if attr else TEST_ID_KEYS
-    for key in keys:
+    for key in TEST_ID_KEYS:
         for where in (span.attributes, span.resource):
             found = _test_id(where.get(key))
             if found:
                 return found
-    if baggage and not attr:
-        return _test_id(baggage.get(BAGGAGE_TEST_ID))
+    if baggage:
+        found = _test_id(baggage.get(BAGGAGE_TEST_ID))
+        if found:
+            return found
+    if attr:
+        for where in (span.attributes, span.resource):
+            found = _test_id(where.get(attr))
+            if found:
+                return found
     return None
 
 
