@@ -24,7 +24,6 @@ import itertools
 import os
 import re
 import sys
-import tempfile
 import zlib
 from typing import Any, BinaryIO
 
@@ -150,6 +149,8 @@ class _TranslateRange:
         self.path, self.test_id_attr = path, test_id_attr
 
     def __call__(self, span: tuple[int, int]) -> tuple[str, Any]:
+        import tempfile
+
         from cvdiag.read._otlp_read import Tally, lines_of
 
         start, end = span
@@ -176,6 +177,8 @@ class _Range:
 
 
 def _translate(src: Source, fh: BinaryIO, test_id_attr: str | None) -> Source:
+    import tempfile  # only for traces: every command looks at its inputs, few hold any
+
     from cvdiag.read._otlp_read import Tally, lines_of  # the contract's tables load only for traces
     from cvdiag.read.spool import _anonymous, _remove, limit
 
