@@ -290,7 +290,8 @@ def test_the_test_id_comes_from_the_span_then_its_resource_then_baggage() -> Non
     assert span_test_id(view("x", {"test.id": "T-1", "cvdiag.test_id": "t-2"})) == "t-2"
     assert span_test_id(view("x", {}, resource={"test.id": "Run 7"})) == "run7"
     assert span_test_id(view("x", {}), {"cvdiag.test_id": "from-baggage"}) == "from-baggage"
-    assert span_test_id(view("x", {"session.id": "s-1", "test.id": "t"}), attr="session.id") == "s-1"
+    assert span_test_id(view("x", {"session.id": "s-1"}), attr="session.id") == "s-1"
+    assert span_test_id(view("x", {"session.id": "s-1", "test.id": "t"}), attr="session.id") == "t"
     assert span_test_id(view("x", {"test.id": "!!!"})) is None
 
 

@@ -24,7 +24,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from otelkit import otlp_document  # noqa: E402
+from otelkit import otlp_document
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "tests" / "data" / "otlp"
 VERSIONS = (
@@ -181,11 +181,8 @@ def pydantic_ai_runs() -> list[Any]:
         return a
 
     async def run(test_id: str, output_type: Any = str, limits: Any = None) -> None:
-        with scenario(test_id):
-            try:
-                await agent(output_type).run("What is the weather in Oslo?", usage_limits=limits)
-            except Exception:
-                pass
+        with scenario(test_id), suppress(Exception):
+            await agent(output_type).run("What is the weather in Oslo?", usage_limits=limits)
 
     async def main() -> None:
         await run("pydantic-ai-ok")
@@ -232,18 +229,14 @@ def langgraph_runs() -> list[Any]:
             await graph.ainvoke({"messages": [("user", "Where is order A1?")]})
         with scenario("langgraph-loop"):
             graph = create_react_agent(llm(loops("lookup_order", {"order_id": "A1"})), [lookup_order])
-            try:
+            with suppress(Exception):
                 await graph.ainvoke({"messages": [("user", "Where is order A1?")]}, {"recursion_limit": 4})
-            except Exception:
-                pass
         with scenario("langgraph-output-invalid"):
             structured = llm(lambda body, n: (200, text('{"shipped": "maybe"}'))).with_structured_output(
                 Verdict, method="json_mode"
             )
-            try:
+            with suppress(Exception):
                 await structured.ainvoke("Was order A1 shipped?")
-            except Exception:
-                pass
 
     asyncio.run(main())
     instrumentor.uninstrument()
@@ -278,11 +271,8 @@ def openai_agents_runs() -> list[Any]:
     async def main() -> None:
         with scenario("openai-agents-tool-error"):
             await Runner.run(agent(calls_then_answers("lookup_order", {"order_id": "A1"})), "Where is A1?")
-        with scenario("openai-agents-loop"):
-            try:
-                await Runner.run(agent(loops("lookup_order", {"order_id": "A1"})), "Where is A1?", max_turns=2)
-            except Exception:
-                pass
+        with scenario("openai-agents-loop"), suppress(Exception):
+            await Runner.run(agent(loops("lookup_order", {"order_id": "A1"})), "Where is A1?", max_turns=2)
 
     asyncio.run(main())
     instrumentor.uninstrument()
@@ -304,10 +294,8 @@ def openllmetry_runs() -> list[Any]:
         client = AsyncOpenAI(api_key="sk-standin", http_client=http, max_retries=0)
         if closed:
             await http.aclose()  # the app's own client, used after it was closed
-        try:
+        with suppress(Exception):
             await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
-        except Exception:
-            pass
 
     error = {"error": {"message": "The server had an error", "type": "server_error", "code": None}}
 
@@ -343,7 +331,7 @@ def mcp_runs() -> list[Any]:
         raise ConnectionError(f"order service unavailable while looking up {order_id}")
 
     @server.tool()
-    def refund_status(order_id: str):  # type: ignore[no-untyped-def]  # noqa: ANN202 (a local class: unresolvable)
+    def refund_status(order_id: str):  # type: ignore[no-untyped-def]
         """Tell whether an order's refund went through."""
         return CallToolResult(content=[TextContent(type="text", text="refund system offline")], is_error=True)
 
@@ -374,9 +362,11 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     pydantic_ai = pydantic_ai_runs()
     jsonl(OUT / "pydantic_ai.jsonl", batches(pydantic_ai))
-    (OUT / "pydantic_ai_console.json").write_text(
-        "".join(span.to_json(indent=4) + "\n" for span in pydantic_ai if "tool" in span.name)
-    )
+    # ConsoleSpanExporter's own output (span.to_json(), indent 4, a line between): two whole runs.
+    console = [
+        s for s in pydantic_ai if (s.attributes or {}).get("test.id") in ("pydantic-ai-ok", "pydantic-ai-tool-error")
+    ]
+    (OUT / "pydantic_ai_console.json").write_text("".join(span.to_json(indent=4) + "\n" for span in console))
     jsonl(OUT / "openinference_langgraph.jsonl", batches(langgraph_runs()))
     jsonl(OUT / "openinference_openai_agents.jsonl", batches(openai_agents_runs()))
     (OUT / "openllmetry_openai.json").write_bytes(

@@ -14,9 +14,9 @@ from typing import Any, BinaryIO
 import orjson
 
 from cvdiag.contract.ids import new_span_id, sanitize_slug
-from cvdiag.contract.otel import SpanView, read_span, scrub_metadata, span_test_id
+from cvdiag.contract.otel import SpanEvidence, SpanView, read_span, scrub_metadata, span_test_id
 from cvdiag.contract.otel._conventions import READ_KEYS
-from cvdiag.contract.otel._read import BAGGAGE_TEST_ID, TEST_ID_KEYS
+from cvdiag.contract.otel._read import TEST_ID_KEYS
 from cvdiag.contract.schema import CATALOG, DEFAULT_DEMO, EDGE_HEADERS, PREFIX, SCHEMA_VERSION
 from cvdiag.contract.timestamps import wire_ts
 
@@ -26,7 +26,7 @@ MAX_DOC_BYTES = 64 << 20
 _READ = 1 << 20
 _HEX = re.compile(r"[0-9a-f]+")
 _SDK_KINDS = {"INTERNAL": 1, "SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
-_NO_EDGE = dict.fromkeys(EDGE_HEADERS)
+_NO_EDGE = orjson.Fragment(orjson.dumps(dict.fromkeys(EDGE_HEADERS)))  # written once, copied per line
 _DEPTH = 8  # kvlist and array values nested deeper are not converted
 
 
@@ -37,7 +37,7 @@ class Tally:
     documents: int = 0
     spans: int = 0
     lines: int = 0
-    malformed: int = 0  # documents that are no JSON, or cut
+    malformed: int = 0  # documents that are no JSON or cut, records of the wrong shape
     too_big: int = 0
     unfinished: int = 0  # spans with no end (never exported by an SDK: a hand-made or cut file)
     bad_ids: int = 0
@@ -47,6 +47,14 @@ class Tally:
     other_logs: int = 0
     tests: set[str] = field(default_factory=set)
 
+    def merge(self, other: Tally) -> None:
+        """Add another part's counts (a file translated by ranges)."""
+        for name in ("documents", "spans", "lines", "malformed", "too_big", "unfinished", "bad_ids", "no_test",
+                     "logs", "other_logs"):  # fmt: skip
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.by_trace_id |= other.by_trace_id
+        self.tests |= other.tests
+
     def note(self, name: str) -> str:
         parts = [f"{self.spans:,} spans" if self.spans else "", f"{self.logs:,} log records" if self.logs else ""]
         said = ", ".join(p for p in parts if p) or "nothing"
@@ -55,7 +63,7 @@ class Tally:
         if self.by_trace_id:
             out += f" ({len(self.by_trace_id):,} named by their trace id: no cvdiag.test_id or test.id)"
         problems = [
-            (self.malformed, "malformed or cut document", "malformed or cut documents"),
+            (self.malformed, "malformed or cut record", "malformed or cut records"),
             (self.too_big, "document over the size limit skipped", "documents over the size limit skipped"),
             (self.unfinished, "span that never ended skipped", "spans that never ended skipped"),
             (self.bad_ids, "id of the wrong shape", "ids of the wrong shape"),
@@ -87,22 +95,32 @@ def documents(fh: BinaryIO, tally: Tally) -> Iterator[bytes]:
         stripped = line.strip()
         if not stripped:
             continue
+        opens = line.startswith(b"{")  # at column 0: a new document (a pretty one's inner lines are indented)
         if skipping:
             if line.rstrip() == b"}":
                 skipping = False
-            continue
+                continue
+            if not opens:
+                continue
+            skipping = False
         if pending:
-            pending.append(line)
-            size += len(line)
-            if size > MAX_DOC_BYTES:
-                tally.too_big += 1
+            if opens:  # the document before was cut: this line starts the next one
+                tally.malformed += 1
                 pending, size = [], 0
-                skipping = line.rstrip() != b"}"
-            elif line.rstrip() == b"}":
-                yield b"".join(pending)
-                pending, size = [], 0
-            continue
-        if stripped.startswith(b"{") and stripped.endswith(b"}"):
+            else:
+                pending.append(line)
+                size += len(line)
+                if size > MAX_DOC_BYTES:
+                    tally.too_big += 1
+                    pending, size = [], 0
+                    skipping = line.rstrip() != b"}"
+                elif line.rstrip() == b"}":
+                    yield b"".join(pending)
+                    pending, size = [], 0
+                continue
+        if len(stripped) > MAX_DOC_BYTES:
+            tally.too_big += 1
+        elif stripped.startswith(b"{") and stripped.endswith(b"}"):
             yield stripped
         elif stripped.startswith(b"{"):
             pending, size = [line], len(line)
@@ -165,7 +183,8 @@ def lines_of(fh: BinaryIO, tally: Tally, test_id_attr: str | None = None) -> Ite
             if view is not None:
                 tally.spans += 1
                 line = _line(view, tally, test_id_attr)
-                if line is not None:
+                if line:
+                    tally.lines += line.count(b"\n")
                     yield line
         else:
             tally.malformed += 1
@@ -184,6 +203,8 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _resource_spans(groups: Any, tally: Tally, test_id_attr: str | None) -> Iterator[bytes]:
     wanted = _wanted(test_id_attr)
+    if not isinstance(groups, list):
+        tally.malformed += 1
     for group in _list(groups):
         if not isinstance(group, dict):
             tally.malformed += 1
@@ -201,7 +222,8 @@ def _resource_spans(groups: Any, tally: Tally, test_id_attr: str | None) -> Iter
                 view = _otlp_span(span, resource, scope_name, wanted, tally)
                 if view is not None:
                     line = _line(view, tally, test_id_attr)
-                    if line is not None:
+                    if line:
+                        tally.lines += line.count(b"\n")
                         yield line
 
 
@@ -223,13 +245,9 @@ def _otlp_span(
     status = span.get("status") if isinstance(span.get("status"), dict) else {}
     code = status.get("code")
     events = tuple(
-        (
-            str(e.get("name", "")),
-            _nanos(e.get("timeUnixNano")),
-            MappingProxyType(_attributes(e.get("attributes"), None)),
-        )
+        ("exception", _nanos(e.get("timeUnixNano")), _attributes(e.get("attributes")))
         for e in _list(span.get("events"))[-4:]  # the last exception is the one read
-        if isinstance(e, dict)
+        if type(e) is dict and e.get("name") == "exception"
     )
     kind = span.get("kind")
     return SpanView(
@@ -241,11 +259,11 @@ def _otlp_span(
         end_ns=end,
         status_error=code in (2, "STATUS_CODE_ERROR"),
         status_message=status.get("message") if isinstance(status.get("message"), str) else None,
-        attributes=MappingProxyType(_attributes(span.get("attributes"), wanted)),
+        attributes=_attributes(span.get("attributes"), wanted),
         events=events,
         kind=_KINDS.get(kind, kind if isinstance(kind, int) else 0),
         scope=scope if isinstance(scope, str) else "",
-        resource=MappingProxyType(resource),
+        resource=resource,
     )
 
 
@@ -262,12 +280,18 @@ _KINDS = {
 def _attributes(values: Any, wanted: frozenset[str] | None = None) -> dict[str, Any]:
     """OTLP ``[{"key": k, "value": {"stringValue": …}}]`` as a dict, only of ``wanted`` keys."""
     out: dict[str, Any] = {}
-    for kv in _list(values):
-        if not isinstance(kv, dict):
-            continue
-        key = kv.get("key")
-        if isinstance(key, str) and (wanted is None or key in wanted):
-            out[key] = _value(kv.get("value"), 0)
+    if type(values) is not list:
+        return out
+    for kv in values:
+        try:
+            key = kv["key"]
+            if wanted is not None and key not in wanted:
+                continue
+            value = kv["value"]
+            text = value.get("stringValue")  # the usual case, first
+            out[key] = text if type(text) is str else _value(value, 0)
+        except (TypeError, KeyError, AttributeError):
+            continue  # a record of the wrong shape: not an attribute
     return out
 
 
@@ -310,6 +334,8 @@ def _nanos(v: Any) -> int:
 
 def _id(v: Any, length: int, tally: Tally, optional: bool = False) -> str | None:
     """A trace or span id as lowercase hex of its length; None (and counted) otherwise."""
+    if type(v) is str and len(v) == length and _HEX.fullmatch(v) and v.strip("0"):
+        return v  # OTLP JSON's own form: the usual case
     if v is None or v == "":
         if not optional:
             tally.bad_ids += 1
@@ -372,12 +398,19 @@ def _iso_ns(v: Any) -> int:
 # -- evidence to a line -------------------------------------------------------------------------
 
 
+_TERMINALS = ("backend.response.complete", "backend.error.caught")
+
+
 def _line(view: SpanView, tally: Tally, test_id_attr: str | None) -> bytes | None:
+    """The envelope line the span ends, and for a trace's root the end of the work it
+    traced (a ``backend.response.complete`` with no HTTP status, ``source: otel``): a
+    test whose root span never ended (a stalled call: never exported) has no end."""
     evidence = read_span(view)
-    if evidence is None:
+    root = view.parent_span_id is None and (evidence is None or evidence.boundary not in _TERMINALS)
+    if evidence is None and not root:
         return None
-    baggage = view.attributes.get(f"baggage.{BAGGAGE_TEST_ID}")
-    test_id = span_test_id(view, {BAGGAGE_TEST_ID: baggage} if isinstance(baggage, str) else None, test_id_attr)
+    # A file holds no baggage: a BaggageSpanProcessor copies it onto the span as the attribute.
+    test_id = span_test_id(view, None, test_id_attr)
     if test_id is None:
         if not view.trace_id:
             tally.no_test += 1
@@ -385,12 +418,32 @@ def _line(view: SpanView, tally: Tally, test_id_attr: str | None) -> bytes | Non
         test_id = view.trace_id
         tally.by_trace_id.add(test_id)
     tally.tests.add(test_id)
-    tally.lines += 1
+    out = b""
+    if evidence is not None:
+        out += _envelope(view, test_id, evidence, view.span_id or new_span_id())
+    if root:
+        duration = evidence.duration_ms if evidence is not None else _ms(view)
+        end = SpanEvidence(
+            "backend.response.complete",
+            "err" if view.status_error else "ok",
+            duration,
+            {"total_duration_ms": duration, "source": "otel"},
+            "",
+        )
+        out += _envelope(view, test_id, end, new_span_id())
+    return out
+
+
+def _ms(view: SpanView) -> int | None:
+    return (view.end_ns - view.start_ns) // 1_000_000 if view.end_ns >= view.start_ns else None
+
+
+def _envelope(view: SpanView, test_id: str, evidence: SpanEvidence, span_id: str) -> bytes:
     env = {
         "schema_version": SCHEMA_VERSION,
         "test_id": test_id,
         "trace_id": view.trace_id or test_id,
-        "span_id": view.span_id or new_span_id(),
+        "span_id": span_id,
         "parent_span_id": view.parent_span_id,
         "layer": CATALOG[evidence.boundary].layer,
         "boundary": evidence.boundary,
@@ -405,9 +458,10 @@ def _line(view: SpanView, tally: Tally, test_id_attr: str | None) -> bytes | Non
         "_metadata_dropped": False,
         "_truncated": False,
     }
-    return PREFIX.encode() + orjson.dumps(env) + b"\n"
+    return _PREFIX + orjson.dumps(env) + b"\n"
 
 
+_PREFIX = PREFIX.encode()
 _SLUGS: dict[str, str] = {}
 
 

@@ -126,6 +126,11 @@ LOCAL_CLIENT_FAULTS: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 
+#: The classes those faults raise: an LLM call that failed with one of them and no HTTP
+#: status never reached the provider.
+LOCAL_CLIENT_CLASSES: frozenset[str] = frozenset(cls for cls, _, _ in LOCAL_CLIENT_FAULTS)
+
+
 def short_class(name: str | None) -> str | None:
     """``pydantic_ai.exceptions.UsageLimitExceeded`` -> ``UsageLimitExceeded``."""
     if not name:
