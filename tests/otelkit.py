@@ -89,3 +89,67 @@ def view(
         kind=kind,
         resource=MappingProxyType(dict(resource or {})),
     )
+
+
+# -- OTLP JSON, as the Collector's file exporter writes it -----------------------------------
+
+
+def _otlp_value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}  # OTLP JSON: 64-bit integers as strings
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, (tuple, list)):
+        return {"arrayValue": {"values": [_otlp_value(x) for x in v]}}
+    return {"stringValue": str(v)}
+
+
+def _otlp_attributes(attrs: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _otlp_value(v)} for k, v in (attrs or {}).items()]
+
+
+def otlp_document(spans: Iterable[Any]) -> dict[str, Any]:
+    """SDK spans as one OTLP/JSON ``ExportTraceServiceRequest`` (opentelemetry-proto's JSON
+    encoding: camelCase names, hex ids, 64-bit integers as strings, enums as numbers),
+    grouped by resource and instrumentation scope as an exporter batches them."""
+    groups: dict[Any, dict[Any, list[dict[str, Any]]]] = {}
+    resources: dict[Any, Any] = {}
+    for span in spans:
+        ctx = span.get_span_context()
+        parent = span.parent
+        status = span.status
+        code = {"UNSET": 0, "OK": 1, "ERROR": 2}[status.status_code.name]
+        record: dict[str, Any] = {
+            "traceId": f"{ctx.trace_id:032x}",
+            "spanId": f"{ctx.span_id:016x}",
+            "parentSpanId": f"{parent.span_id:016x}" if parent is not None else "",
+            "name": span.name,
+            "kind": int(span.kind.value) + 1,
+            "startTimeUnixNano": str(span.start_time),
+            "endTimeUnixNano": str(span.end_time),
+            "attributes": _otlp_attributes(span.attributes),
+            "events": [
+                {"timeUnixNano": str(e.timestamp), "name": e.name, "attributes": _otlp_attributes(e.attributes)}
+                for e in span.events
+            ],
+            "status": {"code": code, **({"message": status.description} if status.description else {})},
+        }
+        key = id(span.resource)
+        resources[key] = span.resource
+        scope = span.instrumentation_scope
+        scope_key = (scope.name, scope.version) if scope else ("", None)
+        groups.setdefault(key, {}).setdefault(scope_key, []).append(record)
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _otlp_attributes(resources[key].attributes)},
+                "scopeSpans": [
+                    {"scope": {"name": name, **({"version": version} if version else {})}, "spans": records}
+                    for (name, version), records in scopes.items()
+                ],
+            }
+            for key, scopes in groups.items()
+        ]
+    }

@@ -2,6 +2,7 @@
 
     python tools/make_diagnose_corpus.py hand      # -> tests/corpus/hand.jsonl
     python tools/make_diagnose_corpus.py backend   # -> tests/corpus/backend.jsonl (drives the real emitter)
+    python tools/make_diagnose_corpus.py spans     # -> tests/corpus/spans.jsonl (OTLP fixtures, read as files are)
     python tools/make_diagnose_corpus.py all
 
 A corpus file is JSON Lines, one scenario per line:
@@ -21,6 +22,7 @@ mid-request; the NDJSON file sink is the log.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from datetime import UTC, datetime, timedelta
@@ -331,6 +333,48 @@ def agent_failed(t: float, error_class: str, message: str | None, total_ms: int 
     metadata = {"terminal_outcome": "error", "total_duration_ms": total_ms, "error_class": error_class,
                 "error_message": message}  # fmt: skip
     return Event(t, "backend.agent.exit", metadata)
+
+
+# Lines read from OpenTelemetry spans (source otel, issue 33): what cvdiag.contract.otel makes.
+
+
+def span_tool(
+    t: float, name: str, ms: int, outcome: str = "ok", error_class: str | None = None, excerpt: str | None = None,
+    call_id: str | None = None, handed_back: bool | None = None, kind: str = "function",
+    convention: str = "genai",
+) -> Event:  # fmt: skip
+    """A tool call's span, ended at ``t`` after ``ms``."""
+    error_kind = "raised" if outcome == "err" else "timeout" if error_class == "TimeoutError" else None
+    metadata = {"tool_name": name, "call_id": call_id, "source": "otel", "kind": kind,
+                "error_kind": error_kind, "error_class": error_class, "error_excerpt": excerpt,
+                "handed_back": handed_back, "otel_convention": convention}  # fmt: skip
+    return Event(t, "backend.tool.call.response", {k: v for k, v in metadata.items() if v is not None}, outcome, ms)
+
+
+def span_agent_exit(
+    t: float, agent: str, error_class: str | None = None, message: str | None = None,
+    limit: tuple[str, int] | None = None, ms: int = 900, convention: str = "genai",
+) -> Event:  # fmt: skip
+    metadata = {"terminal_outcome": "error" if error_class else "ok", "total_duration_ms": ms,
+                "error_class": error_class, "error_message": message, "agent_name": agent, "source": "otel",
+                "limit_name": limit[0] if limit else None, "limit_value": limit[1] if limit else None,
+                "otel_convention": convention}  # fmt: skip
+    return Event(t, "backend.agent.exit", {k: v for k, v in metadata.items() if v is not None}, duration_ms=ms)
+
+
+def span_output(t: float, agent: str, valid: bool, error_class: str | None = None, excerpt: str | None = None,
+                attempts: int | None = None, schema: str | None = None) -> Event:  # fmt: skip
+    metadata = {"agent_name": agent, "valid": valid, "schema_name": schema, "attempts": attempts,
+                "error_class": error_class, "error_excerpt": excerpt, "source": "otel",
+                "otel_convention": "genai"}  # fmt: skip
+    return Event(t, "backend.agent.output", {k: v for k, v in metadata.items() if v is not None},
+                 "ok" if valid else "err")  # fmt: skip
+
+
+def span_llm_failed(t: float, error_class: str, ms: int = 5, status: int | None = None) -> Event:
+    metadata = {"provider": "openai", "model": "gpt-4o-mini", "latency_ms": ms, "error_class": error_class,
+                "http_status": status, "source": "otel", "otel_convention": "openllmetry"}  # fmt: skip
+    return Event(t, "backend.llm.call.response", {k: v for k, v in metadata.items() if v is not None}, "err", ms)
 
 
 def json_ok(t: float, total_ms: int = 900) -> list[Event]:
@@ -679,10 +723,72 @@ HAND_PLAN: tuple[Hand, ...] = (
         ingress(0.0), tool_call(0.1, "charge_card", "scope", 12, "err", "raised", "CardDeclined: insufficient funds"),
         json_ok(0.2),
     )),
-    Hand("tool-cancelled-with-the-client-is-client-disconnect", "client-disconnect", (
+    # issue 33: a client that hung up while a tool ran is the slow tool's doing.
+    Hand("tool-cancelled-with-the-client-is-tool-slow", "tool-slow", (
         ingress(0.0), first_byte(0.1, 100), tool_call(0.2, "search_docs", "mcp", 800, "timeout", server="docs"),
         sse_aborted(1.0, "rst", 90, 1000),
     )),
+    # issue 33: evidence read from spans (an invented framework's GenAI spans, OpenInference's,
+    # OpenLLMetry's), next to the middleware's and the wire's lines.
+    Hand("span-tool-raised-whatever-the-model-was-told", "tool-error", (
+        ingress(0.0), agent_enter(0.01), answer(0.02, tools=("fetch_invoice",)),
+        span_tool(0.9, "fetch_invoice", 60, "err", "InvoiceNotFound", "invoice 42 missing", "call_850", True),
+        tool_call(0.85, "fetch_invoice", ms=70), answer(0.95), stream_ok(1.8),
+    )),
+    Hand("span-tool-running-when-the-client-hung-up-is-tool-slow", "tool-slow", (
+        ingress(0.0), agent_enter(0.01), answer(0.02, tools=("crawl_site",)), first_byte(0.1, 100),
+        sse_aborted(5.0, "timeout", 40, 5000), span_tool(9.0, "crawl_site", 8100),
+    )),
+    Hand("span-tool-cancelled-with-the-request-is-tool-slow", "tool-slow", (
+        ingress(0.0), answer(0.02, tools=("crawl_site",)), sse_aborted(3.0, "rst", 0, 3000),
+        span_tool(3.01, "crawl_site", 2900, "timeout", "CancelledError"),
+    )),
+    Hand("span-tool-own-timeout-is-tool-error", "tool-error", (
+        ingress(0.0), answer(0.02, tools=("crawl_site",)),
+        span_tool(2.0, "crawl_site", 1900, "timeout", "TimeoutError", "crawl timed out after 2 s"),
+        answer(2.5), stream_ok(3.0),
+    )),
+    Hand("span-framework-limit-max-turns", "agent-loop", (
+        ingress(0.0), answer(0.02, tools=("lookup_order",)), span_tool(0.3, "lookup_order", 20),
+        answer(0.4, tools=("lookup_order",)), span_tool(0.7, "lookup_order", 20),
+        span_agent_exit(0.8, "orders", "MaxTurnsExceeded", "Max turns (2) exceeded", ("max_turns", 2)),
+        failed_500(0.81, "MaxTurnsExceeded", "Max turns (2) exceeded"),
+    )),
+    Hand("span-framework-limit-request-limit-behind-a-200", "agent-loop", (
+        ingress(0.0), span_agent_exit(0.5, "weather", "UsageLimitExceeded",
+                                      "The next request would exceed the request_limit of 3", ("request_limit", 3)),
+        complete(0.51, 200, 40, 510),
+    )),
+    Hand("span-output-invalid-after-output-tool-retries", "output-invalid", (
+        ingress(0.0), answer(0.02, tools=("final_result",)), output_tool_failed(0.3),
+        answer(0.4, tools=("final_result",)), output_tool_failed(0.7),
+        span_output(0.8, "weather", False, "UnexpectedModelBehavior", "Exceeded maximum output retries (1)", 2),
+        failed_500(0.81, "UnexpectedModelBehavior", "Exceeded maximum output retries (1)"),
+    )),
+    Hand("span-output-invalid-validation-error-raised", "output-invalid", (
+        ingress(0.0), answer(0.02),
+        span_output(0.3, "RunnableSequence", False, "ValidationError",
+                    "degrees: Input should be a valid integer [type=int_parsing]", schema="Forecast"),
+        failed_500(0.31, "ValidationError", "1 validation error for Forecast"),
+    )),
+    Hand("span-output-valid-after-a-retry-is-ok", "ok", (
+        ingress(0.0), span_output(0.3, "weather", False, "ValidationError", "degrees: missing"),
+        span_output(0.6, "weather", True), answer(0.65), stream_ok(1.0),
+    )),
+    Hand("span-llm-app-client-closed-event-loop", "llm-error", (
+        ingress(0.0), span_llm_failed(0.1, "RuntimeError"), failed_500(0.2, "APIConnectionError", "Connection error."),
+    )),
+    Hand("span-llm-provider-503-from-a-span", "llm-error", (
+        ingress(0.0), span_llm_failed(0.1, "InternalServerError", status=503),
+        failed_500(0.2, "InternalServerError", "Error code: 503"),
+    )),
+    Hand("span-only-trace-that-ended-ok", "ok", (
+        span_tool(0.2, "lookup", 20), span_agent_exit(0.5, "weather"),
+        Event(0.51, "backend.response.complete", {"total_duration_ms": 510, "source": "otel"}, "ok", 510),
+    )),
+    Hand("span-only-trace-whose-root-never-ended", "incomplete", (
+        span_tool(0.2, "lookup", 20), answer(0.3, tools=("lookup",)),
+    ), log_end=30.0),
     Hand("tool-calls-that-worked-are-ok", "ok", (
         ingress(0.0), agent_enter(0.01), answer(0.02, tools=("get_weather", "get_time")),
         tool_call(0.83, "get_weather"), tool_call(0.84, "get_time", "mcp", server="clock"),
@@ -1098,6 +1204,53 @@ def backend_scenarios(workdir: Path | None = None) -> list[dict]:
 # -- writing -------------------------------------------------------------------------------
 
 
+# -- span scenarios: the OTLP fixtures of the real instrumentations, through the real reader --
+# (tests/data/otlp/, made by tools/make_otlp_fixtures.py). Each test id -> its label; a file
+# whose tests are named by their trace ids lists its labels in the order they first appear.
+
+OTLP = ROOT / "tests" / "data" / "otlp"
+SPAN_PLAN: tuple[tuple[str, dict[str, str] | tuple[str, ...], dict[str, float] | None], ...] = (
+    ("pydantic_ai.jsonl", {"pydantic-ai-ok": "ok", "pydantic-ai-tool-error": "tool-error",
+                           "pydantic-ai-tool-slow": "tool-slow", "pydantic-ai-output-invalid": "output-invalid",
+                           "pydantic-ai-loop": "agent-loop"}, {"slow_s": 1.0}),
+    ("pydantic_ai_console.json", {"pydantic-ai-ok": "ok", "pydantic-ai-tool-error": "tool-error"}, None),
+    # langgraph-loop is left out: OpenInference's LangGraph spans never record the
+    # GraphRecursionError (the root CHAIN ends OK), so its events cannot say it.
+    ("openinference_langgraph.jsonl", {"langgraph-tool-error": "tool-error",
+                                       "langgraph-output-invalid": "output-invalid"}, None),
+    ("openinference_openai_agents.jsonl", {"openai-agents-tool-error": "tool-error",
+                                           "openai-agents-loop": "agent-loop"}, None),
+    ("openllmetry_openai.json", ("ok", "llm-error", "llm-error"), None),
+    ("mcp_sdk.jsonl.gz", {"mcp-tool-raised": "tool-error", "mcp-tool-error-result": "tool-error"}, None),
+)  # fmt: skip
+
+
+def span_scenarios() -> list[dict[str, Any]]:
+    import gzip
+
+    from cvdiag.read._otlp_read import Tally, lines_of
+
+    records = []
+    for name, labels, thresholds in SPAN_PLAN:
+        path = OTLP / name
+        raw = path.read_bytes()
+        with io.BytesIO(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw) as fh:
+            events: dict[str, list[dict[str, Any]]] = {}
+            for chunk in lines_of(fh, Tally()):
+                for line in chunk.splitlines():
+                    env = json.loads(line.split(b" ", 1)[1])
+                    events.setdefault(env["test_id"], []).append(env)
+        order = list(events)
+        named = labels if isinstance(labels, dict) else dict(zip(order, labels, strict=True))
+        for test_id, label in named.items():
+            record: dict[str, Any] = {"name": f"{test_id} ({name})", "label": label, "source": "spans"}
+            if thresholds is not None:
+                record["thresholds"] = thresholds
+            record["events"] = events[test_id]
+            records.append(record)
+    return records
+
+
 def write_jsonl(path: Path, records: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:
@@ -1108,13 +1261,15 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("hand", "backend", "all"))
+    parser.add_argument("what", choices=("hand", "backend", "spans", "all"))
     parser.add_argument("--out", type=Path, default=CORPUS, help="corpus directory (default tests/corpus)")
     args = parser.parse_args(argv)
     if args.what in ("hand", "all"):
         write_jsonl(args.out / "hand.jsonl", hand_scenarios())
     if args.what in ("backend", "all"):
         write_jsonl(args.out / "backend.jsonl", backend_scenarios())
+    if args.what in ("spans", "all"):
+        write_jsonl(args.out / "spans.jsonl", span_scenarios())
     return 0
 
 

@@ -112,6 +112,12 @@ OVERFLOW_FINISH = frozenset({"model_context_window_exceeded"})
 AUTH_STATUSES = frozenset({401, 403})
 CONFIG_STATUSES = frozenset({400, 404, 422})
 
+#: An LLM call that failed with one of these and no HTTP status never reached the provider:
+#: the app's own HTTP client failed (the classes of ``contract.otel._exceptions``'s
+#: LOCAL_CLIENT_FAULTS, which tests/test_otel_diagnosis.py holds equal; not imported: its
+#: patterns would cost every start-up).
+LOCAL_CLIENT_CLASSES = frozenset({"RuntimeError", "PoolTimeout"})
+
 #: pydantic-ai returns structured output through a tool of this name (and prefix):
 #: a failed call of it is output that failed validation, not a failed tool.
 OUTPUT_TOOL_PREFIX = "final_result"

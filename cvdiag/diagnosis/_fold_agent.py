@@ -30,6 +30,8 @@ def _enter(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None
 
 def _exit(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
     ev.agent_exits += 1
+    if md.get("limit_name") is not None:
+        ev.agent().exited(md, key)
     terminal = as_text(md.get("terminal_outcome"))
     if terminal in ("error", "cancelled"):
         if earlier(ev.agent_failed, ev.agent_failed.key if ev.agent_failed else None, key):
@@ -50,9 +52,14 @@ def _tool_response(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping)
     ev.agent().tool_response(md, outcome, key, as_float(env.get("duration_ms")))
 
 
+def _output(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> None:
+    ev.agent().checked_output(md, outcome, key)
+
+
 HANDLERS: dict[str, Handler] = {
     "backend.agent.enter": _enter,
     "backend.agent.exit": _exit,
     "backend.tool.call.start": _tool_start,
     "backend.tool.call.response": _tool_response,
+    "backend.agent.output": _output,
 }

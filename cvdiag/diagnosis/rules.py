@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from cvdiag.contract.timestamps import key_seconds
 from cvdiag.diagnosis._agentic import LOOP_REPEATS, Agentic
-from cvdiag.diagnosis._causes import AUTH_STATUSES, CONFIG_STATUSES, finish_cause
+from cvdiag.diagnosis._causes import AUTH_STATUSES, CONFIG_STATUSES, LOCAL_CLIENT_CLASSES, finish_cause
 from cvdiag.diagnosis._picks import value_of
 from cvdiag.diagnosis._shapes import LLMFailures, Response
 from cvdiag.diagnosis.evidence import Evidence
@@ -209,6 +209,13 @@ def llm_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) 
     error_class, provider, model, latency = ev.llm_first_error.value
     failures = ev.llm_failures
     attempts = ev.failed_attempts()
+    if error_class in LOCAL_CLIENT_CLASSES and (failures is None or not failures.statuses):
+        return Finding(
+            0.6,
+            f"LLM call to {_call(provider, model)} never reached the provider: the app's own HTTP client raised "
+            f"{error_class} (a client used after its event loop closed, shared across loops, or its pool "
+            "exhausted). The app's fault, not the provider's.",
+        )
     if failures is None or not failures.statuses:
         after = f" after {_s(latency)}" if latency is not None else ""
         tries = f" ({_n(attempts, 'attempt')})" if attempts > 1 else ""
@@ -402,10 +409,12 @@ def tool_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
     if failed is not None:
         facts["tool_failed"] = failed.name
         kind = f" ({failed.error_kind})" if failed.error_kind else ""
+        raised = f", raising {failed.error_class}" if failed.error_class else ""
         excerpt = f": {_quoted(failed.excerpt)}" if failed.excerpt else ""
         _, answered, errors = ag.calls()
         count = f"; {errors} of {_n(answered, 'tool call')} failed" if answered > 1 else ""
-        return Finding(0.9, f"Tool {failed.where()} failed{kind}{excerpt}{count}{_answered(ev)}.")
+        back = "; the framework handed the error back to the model" if failed.handed_back else ""
+        return Finding(0.9, f"Tool {failed.where()} failed{kind}{raised}{excerpt}{count}{back}{_answered(ev)}.")
     opened = ag.tool_open_last
     if ag.tool_open > 0 and opened is not None and (not ev.completes or ev.aborts) and not _server_stopped(ev):
         facts["tool_failed"] = opened.name
@@ -423,6 +432,14 @@ def agent_loop(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict)
     calls = ""
     if repeated is not None and repeated[1] > 1:
         calls = f"; it called {repeated[0]} {repeated[1]} times with the same arguments"
+    limit = value_of(ag.limit)
+    if limit is not None:
+        name, value, error_class = limit
+        said = f"{name}={value:g}" if value is not None else name
+        raised = f" ({error_class})" if error_class else ""
+        return Finding(0.95, f"The agent hit its framework's own limit {said}{raised}{calls}.")
+    if ag.output is not None and not ag.output[0]:
+        return None  # an output that never validated: the retries were the framework's, not a loop
     if text is not None:
         return Finding(0.9, f"The agent hit its framework's limit: {_quoted(text)}{calls}.")
     if repeated is None or repeated[1] < LOOP_REPEATS or not _no_final_answer(ev, ag):
@@ -443,6 +460,15 @@ def _no_final_answer(ev: Evidence, ag: Agentic) -> bool:
 
 @_rule("output-invalid")
 def output_invalid(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    checked = ev.agentic.output if ev.agentic is not None else None
+    if checked is not None and not checked[0]:
+        _, schema, attempts, error_class, excerpt, agent = checked
+        whose = f"Agent {agent}'s" if agent else "The agent's"
+        what = f" {schema}" if schema else ""
+        tries = f" after {_n(attempts, 'attempt')}" if attempts else ""
+        raised = f" ({error_class})" if error_class else ""
+        said = f": {_quoted(excerpt)}" if excerpt else ""
+        return Finding(0.9, f"{whose} structured output{what} failed its schema{tries}{raised}{said}{_answered(ev)}.")
     last = ev.llm_last_response
     if last is not None and last.extra is not None and last.extra[2] is False:
         return Finding(
@@ -458,11 +484,31 @@ def output_invalid(ev: Evidence, th: Thresholds, log_end: float | None, facts: d
 
 @_rule("tool-slow")
 def tool_slow(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Finding | None:
+    cut = _tool_cut(ev)
+    if cut is not None:
+        return cut
     slowest = ev.agentic.tool_slowest if ev.agentic is not None else None
     if slowest is None or slowest.ms is None or slowest.ms < th.slow_s * 1000.0:
         return None
     facts["tool_slow"] = slowest.name
     return Finding(0.85, f"Tool {slowest.where()} took {_s(slowest.ms)} (slow threshold {th.slow_s:g} s).")
+
+
+def _tool_cut(ev: Evidence) -> Finding | None:
+    """A tool that was still running when the client gave up (it hung up during the call,
+    or the call was cancelled with its request): the slow tool is the cause, the hang-up
+    its effect."""
+    ag = ev.agentic
+    first = ev.earliest_abort(_HANG_UPS)
+    if ag is None or first is None:
+        return None
+    kind, pick = first
+    call = ag.running_at(pick.key >> 64) if pick.key is not None else None
+    call = call or ag.tool_cancelled
+    if call is None:
+        return None
+    took = f" ({_s(call.ms)} in)" if call.ms is not None else ""
+    return Finding(0.85, f"Tool {call.where()} was still running{took} when the client gave up ({kind}).")
 
 
 @_rule("server-error")
@@ -627,7 +673,13 @@ def ok(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) -> Find
     if ev.complete_ok_bodiless and not ev.complete_ok_with_events and not ev.sse_events:
         # A 2xx that sent nothing at all is not a healthy answer, even with no rule to name it.
         return Finding(0.3, f"No rule matched, but the response completed with HTTP {status} and sent nothing.")
-    answered = f"HTTP {status}" if status is not None else "no backend response in the log"
+    answered = (
+        f"HTTP {status}"
+        if status is not None
+        else "the traced work ended"
+        if ev.completes
+        else "no backend response in the log"
+    )
     retried = f"; {_n(recovered, 'failed LLM attempt')} recovered by a retry" if recovered else ""
     hint = _agent_hint(ev)
     if hint:  # healthy HTTP, but an agent-level sign no rule made the cause: never sure it is fine

@@ -58,7 +58,14 @@ def when(text: str) -> float:
         ) from None
 
 
-def _sources(paths: Sequence[str], *, spool_stdin: bool = False) -> list[Source]:
+#: ``--test-id-attr``: where a span from a file names its test.
+TEST_ID_ATTR_HELP = (
+    "OpenTelemetry traces (OTLP JSON): the span or resource attribute that holds the test id "
+    "(default: cvdiag.test_id, then test.id, else the trace id)"
+)
+
+
+def _sources(paths: Sequence[str], *, spool_stdin: bool = False, test_id_attr: str | None = None) -> list[Source]:
     if not paths:
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("no input: give a PATH (file, directory, .gz) or pipe a log into cvdiag")
@@ -68,7 +75,9 @@ def _sources(paths: Sequence[str], *, spool_stdin: bool = False) -> list[Source]
         from cvdiag.read.spool import spooled
 
         sources = [spooled(s) if s.stream else s for s in sources]
-    return sources
+    from cvdiag.read.otlp import translated  # OpenTelemetry traces (OTLP JSON) become envelope lines
+
+    return translated(sources, test_id_attr)
 
 
 #: Inputs from this size on are worth a word when the compiled fold is missing.
@@ -108,7 +117,7 @@ def _found(found: Any) -> int:
 
 
 def tests(args: argparse.Namespace) -> int:
-    sources = _sources(args.paths, spool_stdin=not args.no_class)  # diagnosis may read twice
+    sources = _sources(args.paths, spool_stdin=not args.no_class, test_id_attr=args.test_id_attr)  # may read twice
     progress = _progress(sources, folds=True)
     fmt = "json" if args.json else args.format
     scan = correlate.scan_tests(
@@ -165,8 +174,10 @@ def _ci_out(
 # -- timeline -------------------------------------------------------------------------
 
 
-def _resolve_timeline(test_id: str, paths: Sequence[str], with_logs: bool) -> tuple[correlate.Timeline, list[Source]]:
-    sources = _sources(paths, spool_stdin=True)
+def _resolve_timeline(
+    test_id: str, paths: Sequence[str], with_logs: bool, test_id_attr: str | None = None
+) -> tuple[correlate.Timeline, list[Source]]:
+    sources = _sources(paths, spool_stdin=True, test_id_attr=test_id_attr)
     needle = test_id.strip()
     if not needle:
         raise UsageError("TEST_ID is empty")
@@ -187,7 +198,7 @@ def _unknown_id(tl: correlate.Timeline, test_id: str, sources: list[Source]) -> 
 
 
 def timeline(args: argparse.Namespace) -> int:
-    tl, sources = _resolve_timeline(args.test_id, args.paths, args.with_logs)
+    tl, sources = _resolve_timeline(args.test_id, args.paths, args.with_logs, args.test_id_attr)
     if tl.test_id is None:
         if not args.follow:
             return _unknown_id(tl, args.test_id, sources)
@@ -332,7 +343,7 @@ class _JsonList:
 
 def diagnose(args: argparse.Namespace) -> int:
     if args.all:
-        sources = _sources(args.args, spool_stdin=True)
+        sources = _sources(args.args, spool_stdin=True, test_id_attr=args.test_id_attr)
         progress = _progress(sources, folds=True)
         scan = correlate.scan_tests(
             sources, classify=True, slow_s=args.slow_s, jobs=correlate.default_jobs(), keep_json=True, progress=progress
@@ -344,7 +355,7 @@ def diagnose(args: argparse.Namespace) -> int:
         if not args.args:
             raise UsageError("diagnose needs a TEST_ID (or --all)")
         test_id, *paths = args.args
-        tl, sources = _resolve_timeline(test_id, paths, False)
+        tl, sources = _resolve_timeline(test_id, paths, False, args.test_id_attr)
         if tl.test_id is None:
             return _unknown_id(tl, test_id, sources)
         verdicts = [correlate.diagnose_timeline(tl, args.slow_s).to_json()]
@@ -395,7 +406,7 @@ def report(args: argparse.Namespace) -> int:
     from cvdiag.face import report as page
     from cvdiag.face import report_data
 
-    sources = _sources(args.paths, spool_stdin=True)  # read again: the lines of the tests in detail
+    sources = _sources(args.paths, spool_stdin=True, test_id_attr=args.test_id_attr)  # read again: tests in detail
     compared = None
     if args.compare:
         from cvdiag.read.compare import compare as compare_envelopes

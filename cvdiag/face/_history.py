@@ -17,7 +17,7 @@ from typing import Any
 
 from cvdiag.contract.timestamps import seconds_ns, wire_ts
 from cvdiag.face import _history_views as views
-from cvdiag.face._commands import _json_out, _note, _sources, open_history, when
+from cvdiag.face._commands import TEST_ID_ATTR_HELP, _json_out, _note, _sources, open_history, when
 from cvdiag.face._exit import NOTHING_EXIT, OK_EXIT, USAGE_EXIT, UsageError, exit_code
 from cvdiag.face.render import Out
 from cvdiag.history.queries import DEFAULT_WINDOW
@@ -39,7 +39,7 @@ def add(args: argparse.Namespace) -> int:
         name_of = record.namer(args.name_pattern)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    sources = _sources(args.paths, spool_stdin=True)  # read twice: tests, then their extras
+    sources = _sources(args.paths, spool_stdin=True, test_id_attr=args.test_id_attr)  # read twice
     results, tally = record.tests_of(sources, "", name_of=name_of, slow_s=args.slow_s)
     _note(tally)
     if not results:
@@ -140,6 +140,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
 
     sp = command("add", "record one run: a row per test of the logs, with its class and reason", add)
     sp.add_argument("paths", nargs="*", metavar="LOG", help="files, directories, .gz, or - for stdin")
+    sp.add_argument("--test-id-attr", metavar="KEY", help=TEST_ID_ATTR_HELP)
     sp.add_argument("--run-id", help="the run's id (default: from the CI, $CVDIAG_RUN_ID, else from the logs)")
     sp.add_argument("--commit", help="the commit tested (default: from the CI, else git)")
     sp.add_argument("--branch", help="the branch (default: from the CI, else git)")

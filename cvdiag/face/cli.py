@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from cvdiag.face._commands import COMMANDS, when
+from cvdiag.face._commands import COMMANDS, TEST_ID_ATTR_HELP, when
 from cvdiag.face._exit import OK_EXIT, USAGE_EXIT, exit_code, terminated
 from cvdiag.read import correlate
 from cvdiag.read.sources import reuse_block_memory
@@ -41,6 +41,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
 
     def paths(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("paths", nargs="*", metavar="PATH", help="files, directories, .gz, or - for stdin")
+        sp.add_argument("--test-id-attr", metavar="KEY", help=TEST_ID_ATTR_HELP)
 
     def window(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--since", type=when, metavar="T", help="from this time (RFC 3339, date, or 15m/2h/1d ago)")
@@ -105,6 +106,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     sp.add_argument("--all", action="store_true", help="every test in the inputs")
     slow(sp)
     sp.add_argument("args", nargs="*", metavar="TEST_ID|PATH", help="TEST_ID then PATHs, or only PATHs with --all")
+    sp.add_argument("--test-id-attr", metavar="KEY", help=TEST_ID_ATTR_HELP)
 
     sp = command("compare", "two tests side by side: events aligned by boundary, the first divergence")
     sp.add_argument("a", metavar="A", help="a test id or unique prefix (typically a passing run)")

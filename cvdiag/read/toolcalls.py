@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cvdiag.contract.timestamps import order_key
-from cvdiag.contract.tool_pairs import nested
+from cvdiag.contract.tool_pairs import model_call_id, same_call
 
 START = "backend.tool.call.start"
 RESPONSE = "backend.tool.call.response"
@@ -34,14 +34,17 @@ class ToolCall:
     A plain slotted class, not a dataclass: every CLI start-up imports this module, and
     making a dataclass costs more than the rest of it."""
 
-    __slots__ = ("duration_ms", "error_kind", "excerpt", "handed_back", "name", "outcome", "server", "source")
+    __slots__ = ("call_id", "duration_ms", "error_class", "error_kind", "excerpt", "handed_back", "name", "outcome",
+                 "server", "source")  # fmt: skip
 
     def __init__(self, name: str, source: str | None, server: str | None, outcome: str,
-                 duration_ms: float | None, error_kind: str | None, excerpt: str | None) -> None:  # fmt: skip
+                 duration_ms: float | None, error_kind: str | None, excerpt: str | None,
+                 error_class: str | None = None, call_id: str | None = None) -> None:  # fmt: skip
         self.name, self.source, self.server, self.outcome = name, source, server, outcome
         self.duration_ms, self.error_kind, self.excerpt = duration_ms, error_kind, excerpt
-        #: An MCP call whose result the framework also handed back to the model (a ``wire``
-        #: call shown as this one, ``contract.tool_pairs``).
+        self.error_class, self.call_id = error_class, call_id
+        #: A call (MCP, or a span's) whose result the framework also handed back to the model
+        #: (a ``wire`` call shown as this one, ``contract.tool_pairs``).
         self.handed_back = False
 
     def __eq__(self, other: object) -> bool:
@@ -83,10 +86,12 @@ class ToolCall:
         if len(excerpt) > _EXCERPT_CHARS:
             excerpt = excerpt[: _EXCERPT_CHARS - 1] + "…"
         kind = self.error_kind or self.outcome
+        if self.error_class:
+            kind += f" {self.error_class}"
         return f"{kind}: {excerpt!r}" if excerpt else kind
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "tool": self.name,
             "source": self.source,
             "server": self.server,
@@ -96,6 +101,9 @@ class ToolCall:
             "error_excerpt": self.excerpt,
             "handed_back": self.handed_back,
         }
+        if self.error_class:  # a span's or a hook's: the exception the tool raised
+            out["error_class"] = self.error_class
+        return out
 
 
 def is_tool_line(envelope: Mapping[str, Any]) -> bool:
@@ -122,29 +130,46 @@ def tool_calls(envelopes: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
         call = _call(md, str(env.get("outcome") or "?"), _number(env.get("duration_ms")))
         calls.append(call)
         key = order_key(env.get("ts"), env.get("mono_ns"))
-        if call.source in ("wire", "mcp") and key is not None and call.duration_ms is not None:
+        if key is not None and call.duration_ms is not None:
             end = key >> 64
             spans.append((end - int(call.duration_ms * 1000), end, call))
     calls += [_call(md, "open", None) for md in opened.values()]
     return _one_per_call(calls, spans) if spans else calls
 
 
+#: Which sighting of a call seen by several sources a view shows: the one that saw the
+#: tool run (a span, then the MCP capture), the wire's hand-back last.
+_SHOWN_FIRST = {"otel": 0, "mcp": 1, "hook": 2, "scope": 3, "wire": 9}
+
+
 def _one_per_call(calls: list[ToolCall], spans: list[tuple[int, int, ToolCall]]) -> list[ToolCall]:
-    """``calls`` without each wire call that an MCP call of the same tool nests in (each
-    MCP call pairs once, wire calls in start order, as the diagnosis counts them); that
-    MCP call is marked ``handed_back``."""
-    mcp = sorted((s for s in spans if s[2].source == "mcp"), key=lambda s: s[:2])
-    if not mcp:
-        return calls
-    dropped: set[int] = set()
-    for start, end, wire in sorted((s for s in spans if s[2].source == "wire"), key=lambda s: s[:2]):
-        for i, (m_start, m_end, call) in enumerate(mcp):
-            if call.name == wire.name and nested(start, end, m_start, m_end):
-                call.handed_back = True
-                dropped.add(id(wire))
-                del mcp[i]
+    """``calls`` with each call seen by several sources shown once (``contract.tool_pairs``,
+    in start order, as the diagnosis counts them): the sighting that saw the tool run,
+    marked ``handed_back`` when the wire also carried its result to the model."""
+    groups: list[list[tuple[int, int, ToolCall]]] = []
+    for span in sorted(spans, key=lambda s: s[:2]):
+        sighting = _sighting(span)
+        for group in groups:
+            if all(m[2].source != span[2].source for m in group) and any(
+                same_call(_sighting(m), sighting) for m in group
+            ):
+                group.append(span)
                 break
+        else:
+            groups.append([span])
+    dropped: set[int] = set()
+    for group in groups:
+        if len(group) < 2:
+            continue
+        shown = min(group, key=lambda m: _SHOWN_FIRST.get(m[2].source or "", 5))[2]
+        shown.handed_back = shown.handed_back or any(m[2].source == "wire" for m in group)
+        dropped.update(id(m[2]) for m in group if m[2] is not shown)
     return [c for c in calls if id(c) not in dropped]
+
+
+def _sighting(span: tuple[int, int, ToolCall]) -> tuple[object, object, object, int, int]:
+    start, end, call = span
+    return call.source, call.name, call.call_id, start, end
 
 
 def _call(md: Mapping[str, Any], outcome: str, duration_ms: float | None) -> ToolCall:
@@ -156,6 +181,8 @@ def _call(md: Mapping[str, Any], outcome: str, duration_ms: float | None) -> Too
         duration_ms=duration_ms,
         error_kind=_text(md.get("error_kind")),
         excerpt=_text(md.get("error_excerpt")),
+        error_class=_text(md.get("error_class")),
+        call_id=model_call_id(md.get("call_id"), md.get("source")),
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from cvdiag.contract.schema import (
     AGENT_ERROR_MESSAGE_MAX_CHARS,
+    AGENT_SOURCES,
     DEMO_MAX_CHARS,
     EDGE_HEADER_MAX_CHARS,
     EDGE_HEADERS,
@@ -22,9 +23,11 @@ from cvdiag.contract.schema import (
     OUTCOMES,
     SLUG_RE,
     SPAN_ID_RE,
+    STDERR_TAIL_MAX_CHARS,
     TEST_ID_RE,
     TOOL_ERROR_KINDS,
     TOOL_EXCERPT_MAX_CHARS,
+    TOOL_KINDS,
     TOOL_NAMES_MAX,
     TOOL_SOURCES,
     UUID7_RE,
@@ -148,10 +151,18 @@ def _boundary_problems(env: dict[str, Any]) -> list[str]:
         return []  # a custom boundary: its metadata keys are the application's
     unknown = sorted(k for k in env["metadata"] if not known.allows(k))
     out = [f"metadata keys not in the catalog for {name}: {', '.join(unknown)}"] if unknown else []
-    if name.startswith("backend.llm.call.") or name == "backend.agent.exit":
+    if name.startswith("backend.llm.call."):
         out.extend(_key_problems(env["metadata"], _LLM_KEY_CHECKS))
+    elif name == "backend.agent.exit":
+        out.extend(_key_problems(env["metadata"], _LLM_KEY_CHECKS | _AGENT_EXIT_CHECKS))
+    elif name == "backend.agent.output":
+        out.extend(_key_problems(env["metadata"], _AGENT_OUTPUT_CHECKS))
     elif name.startswith("backend.tool.call."):
         out.extend(_key_problems(env["metadata"], _TOOL_KEY_CHECKS))
+    elif name == "backend.tool.server.start":
+        out.extend(_key_problems(env["metadata"], _TOOL_SERVER_CHECKS))
+    elif name in ("backend.response.complete", "backend.error.caught"):
+        out.extend(_key_problems(env["metadata"], _OTEL_CHECKS))
     return out
 
 
@@ -204,6 +215,7 @@ _LLM_KEY_CHECKS: dict[str, tuple[Any, str]] = {
     "output_schema": _A_BOOLEAN,
     "output_valid": _A_BOOLEAN,
     "error_message": _text_up_to(AGENT_ERROR_MESSAGE_MAX_CHARS),
+    "otel_convention": _text_up_to(LLM_TEXT_MAX_CHARS),
 }
 #: The keys of tool call lines (section 3, "Tool calls"), when present and not null.
 _TOOL_KEY_CHECKS: dict[str, tuple[Any, str]] = {
@@ -216,6 +228,48 @@ _TOOL_KEY_CHECKS: dict[str, tuple[Any, str]] = {
     "result_chars": _A_COUNT,
     "error_kind": _one_of(TOOL_ERROR_KINDS),
     "error_excerpt": _text_up_to(TOOL_EXCERPT_MAX_CHARS),
+    "kind": _one_of(TOOL_KINDS),
+    "error_class": _A_STRING,
+    "handed_back": _A_BOOLEAN,
+    "stderr_tail": _text_up_to(STDERR_TAIL_MAX_CHARS),
+    "otel_convention": _text_up_to(LLM_TEXT_MAX_CHARS),
+}
+
+
+#: Where a line was read from a span, and the convention it was read with (section 9).
+_OTEL_CHECKS: dict[str, tuple[Any, str]] = {
+    "source": _one_of(("otel",)),
+    "otel_convention": _text_up_to(LLM_TEXT_MAX_CHARS),
+}
+_A_NUMBER = (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number")
+#: An agent run's end read from a span or a scope (section 9, extension).
+_AGENT_EXIT_CHECKS: dict[str, tuple[Any, str]] = {
+    "source": _one_of(AGENT_SOURCES),
+    "agent_name": _A_STRING,
+    "turns": _A_COUNT,
+    "limit_name": _text_up_to(LLM_TEXT_MAX_CHARS),
+    "limit_value": _A_NUMBER,
+    "otel_convention": _text_up_to(LLM_TEXT_MAX_CHARS),
+}
+#: An output check (section 9, extension).
+_AGENT_OUTPUT_CHECKS: dict[str, tuple[Any, str]] = {
+    "agent_name": _A_STRING,
+    "valid": _A_BOOLEAN,
+    "schema_name": _A_STRING,
+    "attempts": _A_COUNT,
+    "error_class": _A_STRING,
+    "error_excerpt": _text_up_to(TOOL_EXCERPT_MAX_CHARS),
+    "source": _one_of(AGENT_SOURCES),
+    "otel_convention": _text_up_to(LLM_TEXT_MAX_CHARS),
+}
+#: A tool server's start (section 9, extension).
+_TOOL_SERVER_CHECKS: dict[str, tuple[Any, str]] = {
+    "server": _A_STRING,
+    "transport": _one_of(("stdio", "http")),
+    "command": _A_STRING,
+    "error_class": _A_STRING,
+    "error_excerpt": _text_up_to(TOOL_EXCERPT_MAX_CHARS),
+    "stderr_tail": _text_up_to(STDERR_TAIL_MAX_CHARS),
 }
 
 

@@ -233,6 +233,12 @@ ALLOWED_KEYS: frozenset[str] = frozenset(a.key for f in (*FAMILIES, HTTP_SERVER)
     a.key for a in PYDANTIC_AI_RETRY
 )
 
+#: Every attribute key ``read_span`` may look at (the allow-list, the markers and the keys
+#: that say what a span is): a reader of files converts these and leaves the rest alone.
+READ_KEYS: frozenset[str] = ALLOWED_KEYS | frozenset(
+    k for f in (*FAMILIES, HTTP_SERVER) for k in (*f.markers, *((f.kind_key,) if f.kind_key else ()))
+)
+
 #: Exception event attributes (the general conventions; OpenInference reserves the same).
 EXCEPTION_EVENT = "exception"
 EXCEPTION_TYPE = "exception.type"

@@ -34,9 +34,11 @@ def _limit(classes: str, pattern: str, name: str, source: str, message_alone: bo
 LIMITS: tuple[Limit, ...] = (
     _limit(
         "MaxTurnsExceeded",
-        r"Max turns \((?P<value>\d+)\) exceeded",
+        r"Max turns \((?P<value>\d+)\) exceeded|Max turns exceeded: \{'max_turns': (?P<value2>\d+)\}",
         "max_turns",
-        "openai-agents agents/run.py: MaxTurnsExceeded(f'Max turns ({max_turns}) exceeded')",
+        "openai-agents agents/run.py: MaxTurnsExceeded(f'Max turns ({max_turns}) exceeded'); its span's"
+        " SpanError('Max turns exceeded', data={'max_turns': n}) as openinference-instrumentation-openai-agents"
+        " writes it",
     ),
     _limit(
         "UsageLimitExceeded",
@@ -124,6 +126,11 @@ LOCAL_CLIENT_FAULTS: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 
+#: The classes those faults raise: an LLM call that failed with one of them and no HTTP
+#: status never reached the provider.
+LOCAL_CLIENT_CLASSES: frozenset[str] = frozenset(cls for cls, _, _ in LOCAL_CLIENT_FAULTS)
+
+
 def short_class(name: str | None) -> str | None:
     """``pydantic_ai.exceptions.UsageLimitExceeded`` -> ``UsageLimitExceeded``."""
     if not name:
@@ -140,7 +147,7 @@ def framework_limit(error_class: str | None, message: str | None) -> tuple[str, 
             if m is None:
                 return limit.name, None
             found = m.groupdict()
-            return found.get("name") or limit.name, _number(found.get("value"))
+            return found.get("name") or limit.name, _number(found.get("value") or found.get("value2"))
     return None
 
 

@@ -185,7 +185,7 @@ def _classify(span: SpanView) -> tuple[c.Family | None, str | None]:
     attrs = span.attributes
     for family in c.FAMILIES:
         marked = any(k in attrs for k in family.markers)
-        named = _by_name(family, span.name)
+        named = _by_name(family, span.name) if family.names else None
         if not marked and named is None:
             continue
         role = None
@@ -228,7 +228,9 @@ def _tool(s: _Span) -> SpanEvidence:
     if failed:
         outcome, error_kind = "err", "raised"
         error_type = s.text("error_type")
-        if s.exc_class in x.TIMEOUT_CLASSES or s.exc_class in x.CANCELLED_CLASSES:
+        if s.exc_class in x.CANCELLED_CLASSES:  # cancelled with its request: no failure of its own
+            outcome, error_kind = "timeout", None
+        elif s.exc_class in x.TIMEOUT_CLASSES:
             outcome, error_kind = "timeout", "timeout"
         elif mcp and error_type is not None and _PROTOCOL_ERROR.fullmatch(error_type):
             error_kind = "protocol"
