@@ -4,7 +4,8 @@ exporter got and what cvdiag wrote, as one JSON object.
 
 ``python otel_app.py ORDER CVDIAG [SAMPLER]``: ORDER is where the app sets its provider
 (``before`` or ``after`` ``cvdiag.instrument()``, ``never``, or ``late``: after the first
-spans); CVDIAG is ``on``, ``off`` (``instrument(otel=False)``) or ``absent`` (no
+spans; ``mcp``: none, and an MCP stdio session whose SDK traces its own calls); CVDIAG
+is ``on``, ``off`` (``instrument(otel=False)``) or ``absent`` (no
 ``instrument()`` at all); SAMPLER is ``on`` (the default) or ``off`` (``ALWAYS_OFF``).
 """
 
@@ -55,7 +56,37 @@ def a_tool_that_raises(tracer, trace) -> None:
             span.set_attribute("error.type", "KeyError")
 
 
+def mcp_session() -> None:
+    """Two calls to the real stdio server of ``tests/mcp_server.py``, inside one request."""
+    import asyncio
+    import os
+    from pathlib import Path
+
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=[str(Path(__file__).parent / "mcp_server.py")])
+
+    async def run() -> None:
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(params, errlog=quiet) as (read, write, *_), ClientSession(read, write) as session:
+                await session.initialize()
+                for name in ("forecast", "explode"):
+                    await session.call_tool(name, {"city": "Paris"})
+
+    cvdiag.instrument()
+    with cvdiag.testing.capture() as envelopes:
+        with request_context(test_id="t-otel-mcp"):
+            asyncio.run(run())
+        cvdiag.flush()
+    tools = [e for e in envelopes if e["boundary"] == "backend.tool.call.response"]
+    print(json.dumps([{"outcome": e["outcome"], **e["metadata"]} for e in tools]))
+
+
 def main() -> None:
+    if ORDER == "mcp":
+        mcp_session()
+        return
     exporter = app_setup() if ORDER == "before" else None
     states = cvdiag.instrument(otel=CVDIAG == "on") if CVDIAG != "absent" else {}
     from opentelemetry import trace

@@ -109,3 +109,30 @@ def test_disabled_cvdiag_leaves_the_server_stderr_alone(tmp_path):
         asyncio.run(_session(StdioServerParameters(command=sys.executable, args=[SERVER_SCRIPT]), errlog, "explode"))
     assert cap.all() == []
     assert "ValueError: no weather station near" in err_file.read_text()
+
+
+def test_an_app_whose_stdio_server_dies_at_start_reads_as_that_server_not_a_server_error(tmp_path):
+    """Through the real middleware: the app's 500 carries the SDK's ExceptionGroup, the
+    diagnosis names the server that did not start and the real exception."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    async def chat(request):
+        with (tmp_path / "err.log").open("w") as errlog:
+            await _session(StdioServerParameters(command=sys.executable, args=["-c", DIES_AT_START]), errlog)
+        return PlainTextResponse("never")
+
+    app = Starlette(routes=[Route("/chat", chat)])
+    app = cvdiag.CvdiagMiddleware(app, slug="mcp-app")
+    with capture("verbose") as cap, TestClient(app, raise_server_exceptions=False) as client:
+        assert client.get("/chat", headers={"x-test-id": "mcp-app-dies"}).status_code == 500
+    caught = cap.one("backend.error.caught")
+    assert caught["metadata"]["exception_type"] == "ExceptionGroup"
+    assert caught["metadata"]["message_scrubbed"].startswith("MCPError: Connection closed")  # the leaf, named
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"CVDIAG {json.dumps(e)}\n" for e in cap.all()))
+    (verdict,) = json.loads(run_cli("diagnose", "mcp-app-dies", str(log), "--json").out)
+    assert verdict["class"] == "tool-error", verdict
+    assert PROGRAM in verdict["reason"]

@@ -110,3 +110,18 @@ def test_importing_and_instrumenting_loads_no_opentelemetry():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["pending", "[]"]
+
+
+def test_an_mcp_call_its_sdk_also_traced_is_one_line():
+    """The mcp SDK traces its own calls; the MCP capture writes them: one line each."""
+    pytest.importorskip("mcp")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, APP, "mcp", "on"], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    calls = json.loads(done.stdout)
+    assert [(c["tool_name"], c["outcome"], c["source"]) for c in calls] == [
+        ("forecast", "ok", "mcp"),
+        ("explode", "err", "mcp"),
+    ]

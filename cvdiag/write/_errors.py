@@ -82,8 +82,20 @@ def stack_brief(error: BaseException) -> tuple[list[dict[str, Any]], bool]:
     return brief, cut
 
 
+def _named(error: BaseException) -> str:
+    """The message; for an exception group (anyio's task groups: the ``mcp`` SDK, Starlette
+    streaming), whose own says only how many it holds, its first real exception, by name."""
+    leaf = error
+    while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+        leaf = leaf.exceptions[0]
+    if leaf is error:
+        return _message(error)
+    text = _message(leaf)
+    return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
+
+
 def error_metadata(error: BaseException) -> dict[str, Any]:
-    message, message_cut = _cut_utf8(scrub(_message(error)), MESSAGE_MAX_BYTES)
+    message, message_cut = _cut_utf8(scrub(_named(error)), MESSAGE_MAX_BYTES)
     brief, stack_cut = stack_brief(error)
     return {
         "exception_type": type(error).__name__,

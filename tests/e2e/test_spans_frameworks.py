@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from agent_rig import SLOW_TOOL_S, Run, Servers, ask_fixture  # noqa: F401 (the ask fixture)
+from agent_rig import SLOW_THRESHOLD_S, SLOW_TOOL_S, Run, Servers, ask_fixture  # noqa: F401 (the ask fixture)
 from conftest import Aimock
 
 FRAMEWORKS = ("langgraph", "pydantic-ai", "openai-agents", "smolagents", "agno")
@@ -102,6 +102,9 @@ def test_a_slow_tool_the_client_gave_up_on_is_on_the_record(servers, cvdiag_test
     assert slow["duration_ms"] >= SLOW_TOOL_S * 1000
     (aborted,) = run.lines("backend.sse.aborted")  # the client hung up while the tool ran
     assert aborted["duration_ms"] >= slow["duration_ms"]
+    verdict = run.diagnose("--slow-s", SLOW_THRESHOLD_S)
+    assert verdict["class"] == "tool-slow"  # not a bare client-disconnect
+    assert "check_stock" in verdict["reason"]
 
 
 # -- the framework's own limit ---------------------------------------------------------------------------
