@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -389,7 +390,10 @@ def test_the_real_claude_code_sends_the_tests_id_by_the_documented_line(pytester
         def test_claude_answers(tmp_path):
             with running_server(mock) as base:
                 env = {{**os.environ, "HOME": str(tmp_path), "ANTHROPIC_BASE_URL": base,
-                       "ANTHROPIC_API_KEY": "sk-ant-test", "CLAUDE_CODE_MAX_RETRIES": "0"}}
+                       "ANTHROPIC_API_KEY": "sk-ant-test", "CLAUDE_CODE_MAX_RETRIES": "0",
+                       # its own telemetry, to the session's receiver (the plugin set the endpoint)
+                       "CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_LOGS_EXPORTER": "otlp",
+                       "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORT_INTERVAL": "500"}}
                 line = "export " + {CLAUDE_LINE!r}
                 run = subprocess.run(["sh", "-c", line + '; exec "$0" -p "say hi" --max-turns 1', {_claude()!r}],
                                      env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
@@ -399,6 +403,13 @@ def test_the_real_claude_code_sends_the_tests_id_by_the_documented_line(pytester
     pytester._monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])
     )
-    result = pytester.runpytest_subprocess(*INNER)
+    result = pytester.runpytest_subprocess(*INNER, "--cvdiag-otlp-receive=otlp.jsonl")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["diagnosis: llm-error (0.90) The LLM (its mock) answered HTTP 500*"])
+    # Claude Code's own OTLP reached the session's receiver, tagged with the test's id.
+    (test_id,) = re.findall(r"^test id: (\S+)$", result.stdout.str(), re.M)
+    errors = [
+        r for r in log_records(str(pytester.path / "otlp.jsonl")) if attributes(r).get("event.name") == "api_error"
+    ]
+    assert errors and {r["_resource"]["test.id"] for r in errors} == {test_id}
+    assert attributes(errors[0])["status_code"] in ("500", 500)
