@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -299,3 +300,116 @@ def test_an_agent_cli_run_by_a_test_is_matched_to_it_by_the_documented_line(
     result = pytester.runpytest_subprocess(*INNER)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["diagnosis: llm-error (0.90) The LLM (its mock) answered HTTP 500*"])
+
+
+def _codex() -> str | None:
+    import shutil
+
+    return os.environ.get("CVDIAG_CODEX_BIN") or shutil.which("codex")
+
+
+@pytest.mark.skipif(
+    _codex() is None,
+    reason="the Codex CLI is not installed (npm i @openai/codex; or set CVDIAG_CODEX_BIN): "
+    "test_an_agent_cli_run_by_a_test_is_matched_to_it_by_the_documented_line covers the mechanism",
+)
+def test_the_real_codex_cli_sends_the_tests_id_by_the_documented_line(pytester: pytest.Pytester) -> None:
+    """The Codex CLI itself, offline against a mock provider under cvdiag's middleware:
+    the documented ``env_http_headers`` line makes its requests carry the test's id, so the
+    failing test is matched and diagnosed."""
+    pytester.makepyfile(
+        test_codex=f"""
+        import os, subprocess
+        import cvdiag
+        from starlette.applications import Starlette
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+        from serverkit import running_server
+
+        async def responses(request):
+            return JSONResponse({{"error": {{"type": "server_error", "message": "boom"}}}}, status_code=500)
+
+        mock = cvdiag.CvdiagMiddleware(
+            Starlette(routes=[Route("/v1/responses", responses, methods=["POST"])]), slug="mock", layer="aimock"
+        )
+
+        def test_codex_answers(tmp_path):
+            with running_server(mock) as base:
+                (tmp_path / "config.toml").write_text(
+                    'model = "mock-model"\\nmodel_provider = "mock"\\n[model_providers.mock]\\nname = "mock"\\n'
+                    f'base_url = "{{base}}/v1"\\nwire_api = "responses"\\n'
+                    'request_max_retries = 0\\nstream_max_retries = 0\\n'
+                    + {CODEX_LINE!r} + "\\n"
+                )
+                env = {{**os.environ, "CODEX_HOME": str(tmp_path)}}
+                run = subprocess.run([{_codex()!r}, "exec", "--skip-git-repo-check", "say hi"], env=env,
+                                     capture_output=True, text=True, timeout=120, cwd=tmp_path)
+            assert run.returncode == 0, run.stderr[-300:]
+        """,
+    )
+    pytester._monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])
+    )
+    result = pytester.runpytest_subprocess(*INNER)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["diagnosis: llm-error (0.90) The LLM (its mock) answered HTTP 500*"])
+
+
+def _claude() -> str | None:
+    import shutil
+
+    return os.environ.get("CVDIAG_CLAUDE_BIN") or shutil.which("claude")
+
+
+@pytest.mark.skipif(
+    _claude() is None,
+    reason="Claude Code is not installed (npm i @anthropic-ai/claude-code; or set CVDIAG_CLAUDE_BIN): "
+    "test_an_agent_cli_run_by_a_test_is_matched_to_it_by_the_documented_line covers the mechanism",
+)
+def test_the_real_claude_code_sends_the_tests_id_by_the_documented_line(pytester: pytest.Pytester) -> None:
+    """Claude Code itself, offline against a mock of the Messages API under cvdiag's
+    middleware: the documented ``ANTHROPIC_CUSTOM_HEADERS`` line, expanded by a shell,
+    makes its requests carry the test's id."""
+    pytester.makepyfile(
+        test_claude=f"""
+        import os, subprocess
+        import cvdiag
+        from starlette.applications import Starlette
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+        from serverkit import running_server
+
+        async def messages(request):
+            error = {{"type": "api_error", "message": "boom"}}
+            return JSONResponse({{"type": "error", "error": error}}, status_code=500)
+
+        mock = cvdiag.CvdiagMiddleware(
+            Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])]), slug="mock", layer="aimock"
+        )
+
+        def test_claude_answers(tmp_path):
+            with running_server(mock) as base:
+                env = {{**os.environ, "HOME": str(tmp_path), "ANTHROPIC_BASE_URL": base,
+                       "ANTHROPIC_API_KEY": "sk-ant-test", "CLAUDE_CODE_MAX_RETRIES": "0",
+                       # its own telemetry, to the session's receiver (the plugin set the endpoint)
+                       "CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_LOGS_EXPORTER": "otlp",
+                       "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORT_INTERVAL": "500"}}
+                line = "export " + {CLAUDE_LINE!r}
+                run = subprocess.run(["sh", "-c", line + '; exec "$0" -p "say hi" --max-turns 1', {_claude()!r}],
+                                     env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+            assert run.returncode == 0, run.stdout[-300:]
+        """,
+    )
+    pytester._monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])
+    )
+    result = pytester.runpytest_subprocess(*INNER, "--cvdiag-otlp-receive=otlp.jsonl")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["diagnosis: llm-error (0.90) The LLM (its mock) answered HTTP 500*"])
+    # Claude Code's own OTLP reached the session's receiver, tagged with the test's id.
+    (test_id,) = re.findall(r"^test id: (\S+)$", result.stdout.str(), re.M)
+    errors = [
+        r for r in log_records(str(pytester.path / "otlp.jsonl")) if attributes(r).get("event.name") == "api_error"
+    ]
+    assert errors and {r["_resource"]["test.id"] for r in errors} == {test_id}
+    assert attributes(errors[0])["status_code"] in ("500", 500)

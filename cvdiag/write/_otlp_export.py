@@ -71,6 +71,9 @@ class Exporter:
         self._told: set[str] = set()
         self._conn: http.client.HTTPConnection | None = None
         self._in_flight = 0
+        #: CPU of this exporter's thread (encoding and posting), and the records it covers.
+        self.cpu_ns = 0
+        self.cpu_records = 0
         parts = urllib.parse.urlsplit(target.url or "http://localhost")
         self._https = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
@@ -126,6 +129,7 @@ class Exporter:
                     self._in_flight = len(batch)
                 if not batch:
                     break
+                started = time.thread_time_ns()
                 try:
                     self._send(batch)
                 except Exception as exc:  # never let the thread die: count the batch as undeliverable
@@ -133,6 +137,8 @@ class Exporter:
                     self._tell("error", f"cvdiag: OTLP {self.target.signal} export failed: {type(exc).__name__}: {exc}")
                 finally:
                     self._in_flight = 0
+                    self.cpu_ns += time.thread_time_ns() - started
+                    self.cpu_records += len(batch)
             self._idle.set()
             if self._queue:
                 self._idle.clear()

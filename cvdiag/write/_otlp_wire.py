@@ -101,7 +101,7 @@ def pb_any(value: Any) -> bytes:
 #: (key, value) -> its encoded ``KeyValue`` field, for the values that repeat from one
 #: envelope to the next (ids of a test, layer, boundary, slug, outcome, nulls, flags,
 #: the usual edge headers); bounded, started over when full.
-_PB_PAIRS: dict[Any, bytes] = {}
+_PB_PAIRS: dict[bytes, dict[Any, bytes]] = {}
 _JSON_PAIRS: dict[Any, dict[str, Any]] = {}
 _PAIRS_KEPT = 8192
 _SCALARS = frozenset({str, int, bool, type(None)})
@@ -121,44 +121,49 @@ def _pair_key(k: str, v: Any) -> Any:
     return None
 
 
-def pb_kvlist(items: Iterable[tuple[str, Any]]) -> bytes:
-    """The repeated ``KeyValue values = 1`` of a KeyValueList (or of any message whose
-    attributes are field 1). Strings and ints, most of an envelope, are written inline."""
+def _pb_pairs(tag: bytes, items: Iterable[tuple[str, Any]]) -> bytes:
+    """Repeated ``KeyValue`` under field ``tag``; the pairs that repeat from one envelope
+    to the next come whole from a cache (one per tag), the rest are written inline."""
     out = []
-    cache = _PB_PAIRS
+    cache = _PB_PAIRS.get(tag)
+    if cache is None:
+        cache = _PB_PAIRS[tag] = {}
     small = _SMALL
     for k, v in items:
+        ck = None if k in _UNIQUE else _pair_key(k, v)
+        if ck is not None:
+            encoded = cache.get(ck)
+            if encoded is not None:
+                out.append(encoded)
+                continue
         kind = type(v)
-        if k in _UNIQUE:
-            if kind is str:
-                b = v.encode()
-                value = b"\x0a" + small[len(b)] + b if len(b) < 0x80 else _field(b"\x0a", b)
-            elif kind is int and v >= 0:
-                value = b"\x18" + (small[v] if v < 0x80 else _varint(v))
-            else:
-                value = pb_any(v)
-            kv = (
-                _key(k)
-                + (b"\x12" + small[len(value)] if len(value) < 0x80 else _field(b"\x12", b"")[:1] + _varint(len(value)))
-                + value
-            )
-            out.append(b"\x0a" + small[len(kv)] + kv if len(kv) < 0x80 else _field(b"\x0a", kv))
-            continue
-        ck = _pair_key(k, v)
-        encoded = cache.get(ck) if ck is not None else None
-        if encoded is None:
-            encoded = _field(b"\x0a", _key(k) + _field(b"\x12", pb_any(v)))
-            if ck is not None:
-                if len(cache) >= _PAIRS_KEPT:
-                    cache.clear()
-                cache[ck] = encoded
+        if kind is str:
+            b = v.encode()
+            value = b"\x0a" + (small[len(b)] if len(b) < 0x80 else _varint(len(b))) + b
+        elif kind is int and v >= 0:
+            value = b"\x18" + (small[v] if v < 0x80 else _varint(v))
+        else:
+            value = pb_any(v)
+        n = len(value)
+        kv = _key(k) + b"\x12" + (small[n] if n < 0x80 else _varint(n)) + value
+        n = len(kv)
+        encoded = tag + (small[n] if n < 0x80 else _varint(n)) + kv
+        if ck is not None:
+            if len(cache) >= _PAIRS_KEPT:
+                cache.clear()
+            cache[ck] = encoded
         out.append(encoded)
     return b"".join(out)
 
 
+def pb_kvlist(items: Iterable[tuple[str, Any]]) -> bytes:
+    """The repeated ``KeyValue values = 1`` of a KeyValueList."""
+    return _pb_pairs(b"\x0a", items)
+
+
 def pb_attributes(tag: bytes, items: Iterable[tuple[str, Any]]) -> bytes:
     """Repeated ``KeyValue`` under field ``tag`` (attributes of a record, span, resource)."""
-    return b"".join([_field(tag, _key(k) + _field(b"\x12", pb_any(v))) for k, v in items])
+    return _pb_pairs(tag, items)
 
 
 def json_any(value: Any) -> dict[str, Any]:
@@ -186,6 +191,13 @@ def json_attributes(items: Iterable[tuple[str, Any]]) -> list[dict[str, Any]]:
     out = []
     cache = _JSON_PAIRS
     for k, v in items:
+        kind = type(v)
+        if kind is str and k in _UNIQUE:
+            out.append({"key": k, "value": {"stringValue": v}})
+            continue
+        if kind is int and k in _UNIQUE:
+            out.append({"key": k, "value": {"intValue": str(v)}})
+            continue
         ck = _pair_key(k, v)
         pair = cache.get(ck) if ck is not None else None
         if pair is None:
