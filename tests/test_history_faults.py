@@ -282,6 +282,22 @@ def test_a_run_past_the_tests_limit_is_refused_whole(db: str, tmp_path: Path) ->
     assert [r["tests"] for r in js("history", "runs", "--db", db)] == [8]
 
 
+def test_a_pytest_session_past_the_tests_limit_records_every_test_and_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    (tmp_path / "test_many.py").write_text(
+        "import cvdiag, pytest\n\n@pytest.mark.parametrize('i', range(4))\ndef test_emits(i):\n"
+        "    cvdiag.emit('backend.llm.call.start', {'provider': 'openai', 'model': 'm'})\n"
+    )
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", *INNER, f"--cvdiag-history={db}", "test_many.py"],
+                          cwd=tmp_path, env={**full, **NO_CI, "CVDIAG_MAX_TESTS": "2"}, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(4 tests, 0 failed)" in done.stdout
+    assert "more than 2 test ids in the logs: the tests past them are recorded with pytest's outcome" in done.stdout
+    assert [r["tests"] for r in js("history", "runs", "--db", db)] == [4]
+
+
 # -- pytest sessions -------------------------------------------------------------------------
 
 SUITE = """
