@@ -168,6 +168,27 @@ def test_a_run_the_lock_wait_ran_out_on_is_kept_and_recorded_by_the_next_add(tmp
     assert not (tmp_path / "h.duckdb.pending").exists()  # nothing waits any more
 
 
+def test_a_run_a_server_refused_is_kept_and_recorded_once_the_password_is_right(
+    postgres_server: str, tmp_path: Path
+) -> None:
+    import pgkit
+    from historykit import new_db
+
+    db = new_db("postgres", tmp_path, postgres_server)
+    if pgkit.PASSWORD not in db:
+        pytest.skip("the server's URL carries no password to get wrong")
+    wrong = db.replace(pgkit.PASSWORD, "not-the-pw-x7")
+    log = run_log(tmp_path / "run.log", {"tests/t.py::test_a": FLIPS}, "x")
+    done = cvdiag_cli.run("history", "add", log, "--db", wrong, "--run-id", "refused", cwd=tmp_path)
+    assert done.code == 1 and "password authentication failed" in done.err and "run refused is kept in" in done.err
+    assert "not-the-pw-x7" not in done.err and len(done.err.strip().splitlines()) == 1
+    (folder,) = (tmp_path / ".cvdiag").iterdir()  # named by the URL without its password
+    assert folder.name.startswith("postgres-") and folder.name.endswith(".pending")
+    done = cvdiag_cli.run("history", "add", "--kept", "--db", db, cwd=tmp_path)
+    assert done.code == 0 and "recorded run refused, kept from an earlier try" in done.out, done.out + done.err
+    assert [r["run_id"] for r in js("history", "runs", "--db", db)] == ["refused"]
+
+
 def test_kept_runs_are_recorded_by_add_without_logs(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cvdiag.history import record as rec
     from cvdiag.history import recording
