@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -226,8 +227,6 @@ def test_a_killed_writer_leaves_nothing_in_tmpdir_and_the_next_removes_its_scrat
     """A pytest session killed mid-test: its spool was beside the history, not in
     TMPDIR, and the next session removes it."""
     import signal
-    import subprocess
-    import time
 
     tmp, db = tmp_path / "tmp", tmp_path / "hist" / "h.duckdb"
     tmp.mkdir()
@@ -254,6 +253,29 @@ def test_a_killed_writer_leaves_nothing_in_tmpdir_and_the_next_removes_its_scrat
     assert cli("history", "add", log, "--db", db, env={"TMPDIR": str(tmp)}).code == 0
     assert sorted(p.name for p in db.parent.iterdir()) == ["h.duckdb"]  # the staged CSV is gone too
     assert [p.name for p in tmp.iterdir() if "cvdiag" in p.name] == []
+
+
+def test_only_scratch_files_of_gone_writers_are_removed(tmp_path: Path) -> None:
+    from cvdiag.history import places
+
+    db = str(tmp_path / "h.duckdb")
+    mine = places.scratch(db, "session")
+    os.makedirs(mine)
+    names = {
+        "dead": ".h.duckdb.staged-{host}-999999.csv",  # this machine, no such process
+        "other-old": ".h.duckdb.session-0badf00d-7",  # another machine's, two days old
+        "other-new": ".h.duckdb.session-0badf00d-8",  # another machine's, fresh: may be running
+        "users": ".h.duckdb.bak-2024",  # not ours
+    }
+    host = os.path.basename(mine).split("-")[-2]
+    for key, name in names.items():
+        path = tmp_path / name.format(host=host)
+        path.write_text("")
+        if key != "other-new":
+            os.utime(path, (time.time() - 2 * 86400,) * 2)
+    places.sweep(db)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([os.path.basename(mine), names["other-new"], names["users"]])
 
 
 # -- 6. a folder at the history path -------------------------------------------------------

@@ -135,7 +135,8 @@ def keep(db: str | None, run: Run, results: Sequence[Result]) -> str | None:
     """Keeps a run for a later writer; its file, or None when ``MAX_KEPT`` wait already."""
     folder = kept_folder(db)
     os.makedirs(folder, exist_ok=True)
-    name = hashlib.sha256(run.run_id.encode("utf-8", "surrogatepass")).hexdigest()[:20] + _KEPT_SUFFIX
+    key = f"{run.run_id}\n{tests_digest(r.test_id for r in results)}"  # two legs of one id: two files
+    name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:20] + _KEPT_SUFFIX
     path = os.path.join(folder, name)
     if not os.path.exists(path) and len(kept_runs(db)) >= MAX_KEPT:
         return None
