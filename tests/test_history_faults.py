@@ -206,6 +206,19 @@ def test_kept_runs_are_recorded_by_add_without_logs(db: str, tmp_path: Path, mon
     assert none.code == 0 and "no runs are kept for this history" in none.out
 
 
+def test_a_kept_run_that_cannot_be_read_is_set_aside_and_blocks_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    kept = tmp_path / "h.duckdb.pending"
+    kept.mkdir()
+    (kept / "0123456789abcdef0123.run.json").write_bytes(b'{"run": {"run_id": "cut sho')
+    log = run_log(tmp_path / "run.log", {"tests/t.py::test_a": STABLE}, "x")
+    done = cli("history", "add", log, "--db", db, "--run-id", "now")
+    assert done.code == 0 and "recorded run now: 1 tests" in done.out, done.out + done.err
+    assert "a kept run could not be read" in done.out and ".run.json.unreadable" in done.out
+    assert [p.name for p in kept.iterdir()] == ["0123456789abcdef0123.run.json.unreadable"]
+    assert "could not be read" not in cli("history", "add", log, "--db", db, "--run-id", "then").out  # said once
+
+
 def test_a_pytest_session_that_could_not_write_keeps_its_run_for_the_next(tmp_path: Path) -> None:
     import duckdb
 

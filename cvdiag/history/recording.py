@@ -180,10 +180,17 @@ def _record_kept(store: Store, db: str | None) -> tuple[list[str], list[str]]:
         try:
             run, results = _load(path)
         except (OSError, ValueError, TypeError, KeyError) as exc:
-            os.replace(path, path + ".unreadable")
+            with contextlib.suppress(OSError):
+                os.replace(path, path + ".unreadable")
             notes.append(f"a kept run could not be read ({exc}); it is left in {path}.unreadable")
             continue
-        run_id, was_added = add_leg(store, run, results)
+        try:
+            run_id, was_added = add_leg(store, run, results)
+        except LastingError:
+            raise
+        except HistoryError as exc:  # this one only, perhaps: it waits, and blocks no other run
+            notes.append(f"run {run.run_id}, kept in {path}, could not be recorded yet: {exc}")
+            continue
         if was_added:
             added.append(run_id)
         unlink(path)
