@@ -226,7 +226,7 @@ def test_flaky_looks_at_the_last_n_runs_only(filled: str) -> None:
     assert [(r["name"], r["runs"], r["classes"]) for r in rows] == [
         (FLAKY, 2, {"server-error": 1}), (NEW, 2, {"client-disconnect": 1})]  # fmt: skip
     none = cli("history", "flaky", "--db", filled, "--runs", "1")
-    assert none.code == 1 and "no flaky tests in the last 1 runs" in none.out
+    assert none.code == 0 and "no flaky tests in the last 1 runs" in none.out  # an answer: CI steps pass
 
 
 def test_show_gives_one_row_per_run(filled: str) -> None:

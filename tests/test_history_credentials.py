@@ -24,6 +24,11 @@ def _keyword_quoted(pw: str) -> str:
     return "'" + pw.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _keyword_bare(pw: str) -> str:
+    """A bare value: a backslash before each space, quote and backslash (libpq's escapes)."""
+    return "".join("\\" + c if c.isspace() or c in "'\\" else c for c in pw)
+
+
 def forms(pw: str) -> list[str]:
     q = quote(pw, safe="")
     return [
@@ -36,6 +41,7 @@ def forms(pw: str) -> list[str]:
         f"postgresql://ci:{q}@db/hist?password={q}&sslpassword={q}#x",
         f"host=db user=ci password={_keyword_quoted(pw)} dbname=hist",
         f"dbname=hist sslpassword = {_keyword_quoted(pw)} password={_keyword_quoted(pw)}",
+        f"dbname=hist password={_keyword_bare(pw)} port=5",
     ]
 
 
@@ -67,6 +73,8 @@ def test_what_is_not_a_secret_stays_shown() -> None:
     assert {"'a b\\'c'", "a b'c"} <= set(secrets_in("host=db password='a b\\'c'"))
     assert redacted(".cvdiag/history.duckdb") == ".cvdiag/history.duckdb"
     assert not is_postgres(".cvdiag/history.duckdb") and not is_postgres("hosts/history.duckdb")
+    assert is_postgres("keepalives=1 host=db password=pw12345")
+    assert redacted("keepalives=1 host=db password=pw12345") == "keepalives=1 host=db password=***"
 
 
 @pytest.mark.parametrize("form", ["query", "keywords"])

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,27 @@ def test_a_run_the_lock_wait_ran_out_on_is_kept_and_recorded_by_the_next_add(tmp
     assert not (tmp_path / "h.duckdb.pending").exists()  # nothing waits any more
 
 
+def test_a_run_a_server_refused_is_kept_and_recorded_once_the_password_is_right(
+    postgres_server: str, tmp_path: Path
+) -> None:
+    import pgkit
+    from historykit import new_db
+
+    db = new_db("postgres", tmp_path, postgres_server)
+    if pgkit.PASSWORD not in db:
+        pytest.skip("the server's URL carries no password to get wrong")
+    wrong = db.replace(pgkit.PASSWORD, "not-the-pw-x7")
+    log = run_log(tmp_path / "run.log", {"tests/t.py::test_a": FLIPS}, "x")
+    done = cvdiag_cli.run("history", "add", log, "--db", wrong, "--run-id", "refused", cwd=tmp_path)
+    assert done.code == 1 and "password authentication failed" in done.err and "run refused is kept in" in done.err
+    assert "not-the-pw-x7" not in done.err and len(done.err.strip().splitlines()) == 1
+    (folder,) = (tmp_path / ".cvdiag").iterdir()  # named by the URL without its password
+    assert folder.name.startswith("postgres-") and folder.name.endswith(".pending")
+    done = cvdiag_cli.run("history", "add", "--kept", "--db", db, cwd=tmp_path)
+    assert done.code == 0 and "recorded run refused, kept from an earlier try" in done.out, done.out + done.err
+    assert [r["run_id"] for r in js("history", "runs", "--db", db)] == ["refused"]
+
+
 def test_kept_runs_are_recorded_by_add_without_logs(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cvdiag.history import record as rec
     from cvdiag.history import recording
@@ -182,6 +204,19 @@ def test_kept_runs_are_recorded_by_add_without_logs(db: str, tmp_path: Path, mon
     assert [r["run_id"] for r in js("history", "runs", "--db", db)] == ["kept-1"]
     none = cvdiag_cli.run("history", "add", "--kept", "--db", db, cwd=tmp_path)
     assert none.code == 0 and "no runs are kept for this history" in none.out
+
+
+def test_a_kept_run_that_cannot_be_read_is_set_aside_and_blocks_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    kept = tmp_path / "h.duckdb.pending"
+    kept.mkdir()
+    (kept / "0123456789abcdef0123.run.json").write_bytes(b'{"run": {"run_id": "cut sho')
+    log = run_log(tmp_path / "run.log", {"tests/t.py::test_a": STABLE}, "x")
+    done = cli("history", "add", log, "--db", db, "--run-id", "now")
+    assert done.code == 0 and "recorded run now: 1 tests" in done.out, done.out + done.err
+    assert "a kept run could not be read" in done.out and ".run.json.unreadable" in done.out
+    assert [p.name for p in kept.iterdir()] == ["0123456789abcdef0123.run.json.unreadable"]
+    assert "could not be read" not in cli("history", "add", log, "--db", db, "--run-id", "then").out  # said once
 
 
 def test_a_pytest_session_that_could_not_write_keeps_its_run_for_the_next(tmp_path: Path) -> None:
@@ -205,8 +240,6 @@ def test_a_killed_writer_leaves_nothing_in_tmpdir_and_the_next_removes_its_scrat
     """A pytest session killed mid-test: its spool was beside the history, not in
     TMPDIR, and the next session removes it."""
     import signal
-    import subprocess
-    import time
 
     tmp, db = tmp_path / "tmp", tmp_path / "hist" / "h.duckdb"
     tmp.mkdir()
@@ -233,6 +266,29 @@ def test_a_killed_writer_leaves_nothing_in_tmpdir_and_the_next_removes_its_scrat
     assert cli("history", "add", log, "--db", db, env={"TMPDIR": str(tmp)}).code == 0
     assert sorted(p.name for p in db.parent.iterdir()) == ["h.duckdb"]  # the staged CSV is gone too
     assert [p.name for p in tmp.iterdir() if "cvdiag" in p.name] == []
+
+
+def test_only_scratch_files_of_gone_writers_are_removed(tmp_path: Path) -> None:
+    from cvdiag.history import places
+
+    db = str(tmp_path / "h.duckdb")
+    mine = places.scratch(db, "session")
+    os.makedirs(mine)
+    names = {
+        "dead": ".h.duckdb.staged-{host}-999999.csv",  # this machine, no such process
+        "other-old": ".h.duckdb.session-0badf00d-7",  # another machine's, two days old
+        "other-new": ".h.duckdb.session-0badf00d-8",  # another machine's, fresh: may be running
+        "users": ".h.duckdb.bak-2024",  # not ours
+    }
+    host = os.path.basename(mine).split("-")[-2]
+    for key, name in names.items():
+        path = tmp_path / name.format(host=host)
+        path.write_text("")
+        if key != "other-new":
+            os.utime(path, (time.time() - 2 * 86400,) * 2)
+    places.sweep(db)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([os.path.basename(mine), names["other-new"], names["users"]])
 
 
 # -- 6. a folder at the history path -------------------------------------------------------
@@ -280,6 +336,22 @@ def test_a_run_past_the_tests_limit_is_refused_whole(db: str, tmp_path: Path) ->
     assert cli("history", "runs", "--db", db).code == 1  # no run at all
     assert cli("history", "add", log, "--db", db, "--run-id", "big").code == 0  # under the limit: whole
     assert [r["tests"] for r in js("history", "runs", "--db", db)] == [8]
+
+
+def test_a_pytest_session_past_the_tests_limit_records_every_test_and_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    (tmp_path / "test_many.py").write_text(
+        "import cvdiag, pytest\n\n@pytest.mark.parametrize('i', range(4))\ndef test_emits(i):\n"
+        "    cvdiag.emit('backend.llm.call.start', {'provider': 'openai', 'model': 'm'})\n"
+    )
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", *INNER, f"--cvdiag-history={db}", "test_many.py"],
+                          cwd=tmp_path, env={**full, **NO_CI, "CVDIAG_MAX_TESTS": "2"}, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(4 tests, 0 failed)" in done.stdout
+    assert "more than 2 test ids in the logs: the tests past them are recorded with pytest's outcome" in done.stdout
+    assert [r["tests"] for r in js("history", "runs", "--db", db)] == [4]
 
 
 # -- pytest sessions -------------------------------------------------------------------------

@@ -21,14 +21,12 @@ from urllib.parse import quote, unquote
 POSTGRES_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 #: The keywords whose values are secrets.
 SECRET_KEYS = frozenset({"password", "sslpassword"})
-#: A libpq keyword string starts with one of libpq's keywords and ``=``.
-_KEYWORD_STRING = re.compile(
-    r"^\s*(?:host|hostaddr|port|dbname|user|password|passfile|service|sslmode|sslpassword|options"
-    r"|application_name|connect_timeout|target_session_attrs|channel_binding|require_auth)\s*=",
-    re.IGNORECASE,
-)
-#: One ``key = value`` of a keyword string: the value bare, or quoted with ``\\`` escapes.
-_KEYWORD = re.compile(r"(\w+)(\s*=\s*)('(?:[^'\\]|\\.)*(?:'|$)|[^\s']*)", re.DOTALL)
+#: A libpq keyword string starts with a keyword and ``=`` (``host=db dbname=cvdiag``); a
+#: DuckDB file's path does not (it would need a name like ``x=y``).
+_KEYWORD_STRING = re.compile(r"^\s*[A-Za-z_]+\s*=")
+#: One ``key = value`` of a keyword string: the value quoted, or bare up to a space;
+#: in both a backslash escapes the next character (an escaped space stays in).
+_KEYWORD = re.compile(r"(\w+)(\s*=\s*)('(?:[^'\\]|\\.)*(?:'|$)|(?:\\.|\S)*)", re.DOTALL)
 MASK = "***"
 
 
@@ -90,8 +88,8 @@ def secrets_in(where: str) -> list[str]:
             if m[1].lower() in SECRET_KEYS:
                 value = m[3]
                 found.add(value)
-                if value.startswith("'"):
-                    found.add(re.sub(r"\\(.)", r"\1", value[1:].removesuffix("'")))
+                bare = value[1:].removesuffix("'") if value.startswith("'") else value
+                found.add(re.sub(r"\\(.)", r"\1", bare, flags=re.DOTALL))
     found |= {unquote(s) for s in found}
     found |= {quote(s, safe="") for s in found}
     return sorted((s for s in found if s), key=len, reverse=True)

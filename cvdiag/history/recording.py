@@ -135,7 +135,8 @@ def keep(db: str | None, run: Run, results: Sequence[Result]) -> str | None:
     """Keeps a run for a later writer; its file, or None when ``MAX_KEPT`` wait already."""
     folder = kept_folder(db)
     os.makedirs(folder, exist_ok=True)
-    name = hashlib.sha256(run.run_id.encode("utf-8", "surrogatepass")).hexdigest()[:20] + _KEPT_SUFFIX
+    key = f"{run.run_id}\n{tests_digest(r.test_id for r in results)}"  # two legs of one id: two files
+    name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:20] + _KEPT_SUFFIX
     path = os.path.join(folder, name)
     if not os.path.exists(path) and len(kept_runs(db)) >= MAX_KEPT:
         return None
@@ -179,10 +180,17 @@ def _record_kept(store: Store, db: str | None) -> tuple[list[str], list[str]]:
         try:
             run, results = _load(path)
         except (OSError, ValueError, TypeError, KeyError) as exc:
-            os.replace(path, path + ".unreadable")
+            with contextlib.suppress(OSError):
+                os.replace(path, path + ".unreadable")
             notes.append(f"a kept run could not be read ({exc}); it is left in {path}.unreadable")
             continue
-        run_id, was_added = add_leg(store, run, results)
+        try:
+            run_id, was_added = add_leg(store, run, results)
+        except LastingError:
+            raise
+        except HistoryError as exc:  # this one only, perhaps: it waits, and blocks no other run
+            notes.append(f"run {run.run_id}, kept in {path}, could not be recorded yet: {exc}")
+            continue
         if was_added:
             added.append(run_id)
         unlink(path)

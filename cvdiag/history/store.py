@@ -216,14 +216,6 @@ def migrate(execute: Callable[[str, Sequence[Any]], Any], version: int, more: Se
         execute("INSERT INTO schema_version VALUES (%s)", (v,))
 
 
-def add_to(store: Store, run: Run, results: Sequence[Result]) -> tuple[bool, str]:
-    """Adds a run and closes the store: (added, where)."""
-    try:
-        return store.add_run(run, results), store.where
-    finally:
-        store.close()
-
-
 def one_line(exc: BaseException) -> str:
     """A driver's message on one line."""
     return " ".join(str(exc).split()) or type(exc).__name__
