@@ -1,9 +1,12 @@
-"""Peak memory (VmHWM) and time of the real ``cvdiag`` on small hostile inputs (issue 18).
+"""Peak memory (VmHWM) and time of the real ``cvdiag`` on hostile inputs (issues 18, 35).
 
-Writes the inputs of issue 18's items 11 and 12 (one test with many heartbeats, a new
-boundary name or test id on every line, app JSON that is no envelope, cut heads, a gzip
-bomb), then runs each command in a fresh parent so ``getrusage(RUSAGE_CHILDREN)`` is the
-peak of that one process. Compare two trees in the same run with ``--tree``:
+Writes the inputs of issue 18's items 11 and 12 and issue 35's (one test with many
+heartbeats, a new boundary name or test id on every line, app JSON that is no envelope,
+cut heads, a gzip of 100 MiB of cut heads), then runs each command in a fresh parent so
+``getrusage(RUSAGE_CHILDREN)`` is the peak of that one process. Each time is also given
+as a ratio to ``grep -c CVDIAG`` on the same input in the same run (``zcat | grep -c``
+for a gzip): what reading it at all costs on this machine now. Compare two trees in the
+same run with ``--tree``:
 
     python tools/bench_hostile.py --scale 0.2 --tree before=/tmp/main --tree after=.
 """
@@ -55,6 +58,8 @@ def inputs(out: Path, scale: float) -> dict[str, tuple[Path, list[str]]]:
     heads.write_text("CVDIAG {\n" * n(80_000))
     bomb = _gz(out / "bomb.log.gz", ("CVDIAG {\n" * 65536 for _ in range(n(180))))  # 100 MiB at scale 1
     return {
+        "tests, gzip bomb of cut heads": (bomb, ["tests"]),
+        "grep, gzip bomb of cut heads": (bomb, ["grep"]),
         "diagnose ID, one test's heartbeats": (beats, ["diagnose", TID]),
         "diagnose --all, same file": (beats, ["diagnose", "--all"]),
         "timeline ID, same file": (beats, ["timeline", TID]),
@@ -88,6 +93,16 @@ def measure(tree: str, args: list[str], timeout: float, cwd: str) -> tuple[float
     return time.perf_counter() - start, int(out.split()[-1]) / 1024
 
 
+def baseline(path: Path) -> float:
+    """Seconds of ``grep -c CVDIAG`` on ``path`` (``zcat | grep -c`` for a gzip)."""
+    start = time.perf_counter()
+    if path.suffix == ".gz":
+        subprocess.run(f"zcat {path} | grep -c CVDIAG", shell=True, stdout=subprocess.DEVNULL, check=False)
+    else:
+        subprocess.run(["grep", "-c", "CVDIAG", str(path)], stdout=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=1.0, help="fraction of the issue's sizes (default 1)")
@@ -98,14 +113,21 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     with tempfile.TemporaryDirectory() as tmp:
         cases = inputs(Path(tmp), a.scale)
-        print(f"| input (scale {a.scale}) | size | " + " | ".join(f"{name}: time, VmHWM" for name, _ in trees) + " |")
-        print("|---|---|" + "---|" * len(trees))
+        names = " | ".join(f"{name}: time, x grep -c, VmHWM" for name, _ in trees)
+        print(f"| input (scale {a.scale}) | size | grep -c | {names} |")
+        print("|---|---|---|" + "---|" * len(trees))
         for label, (path, args) in cases.items():
             cells = []
+            base = baseline(path)
             for _, tree in trees:
                 secs, peak = measure(str(Path(tree).resolve()), [*args, str(path)], a.timeout, tmp)
-                cells.append(f"past {a.timeout:.0f} s" if secs == float("inf") else f"{secs:.1f} s, {peak:.0f} MB")
-            print(f"| {label} | {path.stat().st_size / 1e6:.1f} MB | " + " | ".join(cells) + " |", flush=True)
+                cells.append(
+                    f"past {a.timeout:.0f} s"
+                    if secs == float("inf")
+                    else f"{secs:.1f} s, {secs / base:.0f}x, {peak:.0f} MB"
+                )
+            size = f"{path.stat().st_size / 1e6:.1f} MB"
+            print(f"| {label} | {size} | {base:.2f} s | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

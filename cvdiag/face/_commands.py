@@ -9,11 +9,13 @@ only in the command that needs them, so start-up stays fast.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -25,7 +27,7 @@ from cvdiag.face.render import FAIL, OK, Out, Progress, counted, one_utc_date, u
 from cvdiag.read import correlate, filters
 from cvdiag.read.jsonout import dumps
 from cvdiag.read.parsing import BREADCRUMB, ENVELOPE, MALFORMED, MARKERS, Tally
-from cvdiag.read.scan import hits_in
+from cvdiag.read.scan import hits_in, tail_ts
 from cvdiag.read.sources import Source, resolve_sources
 
 if TYPE_CHECKING:
@@ -223,7 +225,7 @@ def _resolve_timeline(
     return tl, sources
 
 
-def _unknown_id(tl: correlate.Timeline, test_id: str, sources: list[Source]) -> int:
+def _unknown_id(tl: correlate.Timeline | correlate.OneTest, test_id: str, sources: list[Source]) -> int:
     if len(tl.candidates) > 1:
         shown = ", ".join(tl.candidates[:5]) + (", ..." if len(tl.candidates) > 5 else "")
         say(f"cvdiag: {test_id!r} matches {len(tl.candidates)} test ids: {shown}; give more of it")
@@ -327,12 +329,17 @@ def stats(args: argparse.Namespace) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
+
+    with _listing_out() as out:
+        return _validate(args, out)
+
+
+def _validate(args: argparse.Namespace, out: Out) -> int:
     from cvdiag.read.validate import problems as check
 
     sources = _sources(args.paths)
     tally = Tally()
     checked = invalid = 0
-    out = Out()
     # Each problem is written as it is found, never kept: a log can hold millions.
     problems = _JsonList(b'{\n  "problems": [') if args.json else None
     for hit in hits_in(sources, tally, with_lines=True):
@@ -343,11 +350,12 @@ def validate(args: argparse.Namespace) -> int:
         if not reasons:
             continue
         invalid += hit.kind == ENVELOPE
-        for reason in reasons:
-            if problems is not None:
-                problems.add({"source": hit.source, "line": hit.line, "reason": reason})
-            else:
-                out.line(f"{hit.source}:{hit.line}: {reason}", FAIL)
+        for line in range(hit.line, hit.line + 1 + hit.repeats):  # the same line repeated: each a problem
+            for reason in reasons:
+                if problems is not None:
+                    problems.add({"source": hit.source, "line": line, "reason": reason})
+                else:
+                    out.line(f"{hit.source}:{line}: {reason}", FAIL)
     if problems is not None:
         problems.close(
             b',\n  "checked": %d,\n  "invalid": %d,\n  "malformed": %d\n}\n' % (checked, invalid, tally.count)
@@ -360,19 +368,49 @@ def validate(args: argparse.Namespace) -> int:
 
 
 class _JsonList:
-    """A JSON array in an object on stdout, written one item at a time (as ``_json_out`` indents)."""
+    """A JSON array in an object on stdout, written one item at a time (as ``_json_out``
+    indents), through a buffer of its own: with ``PYTHONUNBUFFERED=1`` (many container
+    images set it) each item would be a system call of its own."""
 
     def __init__(self, head: bytes) -> None:
         self.write = sys.stdout.buffer.write
-        self.write(head)
+        self.pending = bytearray(head)
         self.empty = True
 
     def add(self, item: Any) -> None:
-        self.write((b"\n    " if self.empty else b",\n    ") + dumps(item))
+        self.pending += (b"\n    " if self.empty else b",\n    ") + dumps(item)
         self.empty = False
+        if len(self.pending) >= _OUT_BUFFER:
+            self.write(self.pending)
+            self.pending.clear()
 
     def close(self, tail: bytes) -> None:
-        self.write((b"]" if self.empty else b"\n  ]") + tail)
+        self.pending += (b"]" if self.empty else b"\n  ]") + tail
+        self.write(self.pending)
+        self.pending.clear()
+
+
+#: Bytes a long listing on stdout gathers before it is written.
+_OUT_BUFFER = 1 << 16
+
+
+@contextmanager
+def _listing_out() -> Iterator[Out]:
+    """An ``Out`` for a listing that may run to millions of lines: on a pipe or a file,
+    through a buffer of its own (``PYTHONUNBUFFERED=1`` makes each line a system call)."""
+    if sys.stdout.isatty() or not hasattr(sys.stdout, "buffer"):
+        yield Out()
+        return
+    sys.stdout.flush()
+    buffered = io.BufferedWriter(sys.stdout.buffer, _OUT_BUFFER)  # type: ignore[arg-type]
+    text = io.TextIOWrapper(buffered, encoding=sys.stdout.encoding, errors=sys.stdout.errors, newline="\n")
+    try:
+        yield Out(text)
+    finally:
+        text.flush()
+        text.detach()
+        buffered.flush()
+        buffered.detach()
 
 
 # -- diagnose -------------------------------------------------------------------------
@@ -394,10 +432,18 @@ def diagnose(args: argparse.Namespace) -> int:
         if not args.args:
             raise UsageError("diagnose needs a TEST_ID (or --all)")
         test_id, *paths = args.args
-        tl, sources = _resolve_timeline(test_id, paths, False, args.test_id_attr)
-        if tl.test_id is None:
-            return _unknown_id(tl, test_id, sources)
-        verdicts = [correlate.diagnose_timeline(tl, args.slow_s).to_json()]
+        needle = test_id.strip()
+        if not needle:
+            raise UsageError("TEST_ID is empty")
+        sources = _sources(paths, spool_stdin=True, test_id_attr=args.test_id_attr)
+        # as --all reads it (the compiled fold, all of the test's events), the end of the
+        # log as its timeline dates it
+        ends = [t for src in sources for buf in src.blocks() if (t := tail_ts(buf)) is not None]
+        one = correlate.diagnose_test(sources, needle, args.slow_s, max(ends) if ends else None)
+        _note(one.tally)
+        if one.verdict is None:
+            return _unknown_id(one, test_id, sources)
+        verdicts = [one.verdict]
     if args.json:
         _json_out(verdicts)
         return _found(verdicts)

@@ -184,3 +184,40 @@ class _Judge:
             agg = aggs.get(tid)
             out[tid] = self(ev, agg.status if agg is not None else None, kept=True)
         return out
+
+
+class OneTest:
+    """``diagnose_test``'s answer: the verdict (JSON) of the one test matched, the ids
+    that start with the prefix (more than one, none equal to it: ambiguous), the tally."""
+
+    __slots__ = ("candidates", "tally", "verdict")
+
+    def __init__(self, verdict: dict[str, Any] | None, candidates: list[str], tally: Tally) -> None:
+        self.verdict, self.candidates, self.tally = verdict, candidates, tally
+
+
+def diagnose_test(sources: list[Any], prefix: str, slow_s: float, log_end: float | None) -> OneTest:
+    """The verdict of the test whose id is ``prefix`` or starts with it, made as
+    ``diagnose_share`` makes every test's: the fold (compiled where built) over every
+    line, with the evidence of the matching ids only. A test of 600,000 events then costs
+    what ``diagnose --all`` costs, and is judged on all of them (a timeline keeps its
+    first and last 10,000). ``log_end``: the end of the log the verdict dates against."""
+    from cvdiag.diagnosis import Evidence, Thresholds, judge
+
+    want = prefix.encode()
+    share = Share(sources, 0, 1, None)
+    folder = fold.Fold(Evidence, lambda tid: tid.startswith(want), budget=EVIDENCE_BUDGET)
+    folder.read(share.windows(by_range=False), None, count=True)
+    ids = sorted(tid.decode() for tid in folder.aggs)
+    if prefix in ids:
+        ids = [prefix]
+    if len(ids) != 1:
+        return OneTest(None, ids, folder.tally)
+    tid = ids[0].encode()
+    ev = folder.evidence.get(tid)
+    if ev is None:  # more matching ids than the budget: this one's evidence in a pass of its own
+        again = fold.Fold(Evidence, None, budget=EVIDENCE_BUDGET, only={tid}, fold_aggs=False)
+        again.read(share.windows(by_range=False), None, count=False)
+        ev = again.evidence[tid]
+    verdict = judge(ev, Thresholds(slow_s=slow_s), log_end=log_end).to_json()
+    return OneTest(verdict, ids, folder.tally)

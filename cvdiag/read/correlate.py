@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cvdiag.read import fold, split
-from cvdiag.read._diagnosing import Detail, Diagnosing, diagnose_share
+from cvdiag.read._diagnosing import Detail, Diagnosing, OneTest, diagnose_share, diagnose_test
 from cvdiag.read._merge import merged
 from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import Source
@@ -25,10 +25,12 @@ from cvdiag.read.timeline import Entry, Timeline, identity, timeline
 __all__ = [
     "Detail",
     "Entry",
+    "OneTest",
     "TestScan",
     "Timeline",
     "closest_ids",
     "default_jobs",
+    "diagnose_test",
     "diagnose_timeline",
     "identity",
     "merged",

@@ -16,7 +16,7 @@ from typing import Any
 from cvdiag.contract.timestamps import parse_ts
 from cvdiag.read import rejoin
 from cvdiag.read._compiled import CFOLD as _CFOLD
-from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, parse_span
+from cvdiag.read.parsing import ENVELOPE, MALFORMED, MARKERS, NOTHING, Tally, is_whole_malformed, parse_span
 from cvdiag.read.sources import Source
 
 _PROGRESS_STEP = 8 << 20
@@ -31,6 +31,7 @@ def marked_lines(
 
     Noise between marked lines is skipped by ``find`` without touching Python.
     ``start`` is 0 or the index of a newline, ``end`` a newline or the buffer's end.
+    A position sent to the generator is where it goes on from (lines already read).
     """
     n = len(buf) if end is None else end
     find, rfind = buf.find, buf.rfind
@@ -45,8 +46,8 @@ def marked_lines(
         le = find(b"\n", pos, n)
         if le < 0:
             le = n
-        yield ls, le
-        start = le + 1
+        sent = yield ls, le
+        start = le + 1 if sent is None else sent
         if start >= n:
             return
         nexts = [p if p >= start or p < 0 else find(m, start, n) for p, m in zip(nexts, markers, strict=True)]
@@ -124,14 +125,17 @@ class LineCounter:
 class Hit:
     """One CVDIAG line found in a source."""
 
-    __slots__ = ("kind", "line", "raw", "source", "value")
+    __slots__ = ("kind", "line", "raw", "repeats", "source", "value")
 
-    def __init__(self, kind: int, value: Any, source: str, line: int | None, raw: bytes) -> None:
+    def __init__(self, kind: int, value: Any, source: str, line: int | None, raw: bytes, repeats: int = 0) -> None:
         self.kind = kind
         self.value = value  # the envelope or breadcrumb dict, or why the line is malformed
         self.source = source
         self.line = line
         self.raw = raw
+        #: A malformed line only: how many lines right after it are the same bytes (each
+        #: one more problem, on the next line numbers), read in one step.
+        self.repeats = repeats
 
 
 def hits_in(
@@ -165,31 +169,59 @@ def hits(
     """``hits_in`` of one buffer of the source ``name``, whose first line is line ``base``."""
     counter = LineCounter(buf, base)
     done = 0
-    if len(markers) == 1:  # one needle (a test id): a plain search, parallel when big
-        spans = _physical_lines_with(buf, markers[0])
-    else:
-        spans = (line for a, b in windows(buf) for line in marked_lines(buf, markers, a, b))
     joins = rejoin.Joins(buf)
-    for ls, le in spans:
-        if joins.joined and joins.taken(ls):
-            continue
-        kind, value, raw = parse_span(buf, ls, le, joins)
-        if progress is not None and ls - done > _PROGRESS_STEP:
-            progress(ls - done)
-            done = ls
-        if kind == NOTHING:
-            continue
-        if kind == MALFORMED:
-            tally.add(lambda c=counter, o=ls: f"{name}:{c.at(o)}", value)
-            if not with_lines:
-                continue
-        elif kind == ENVELOPE:
-            tally.seen(value, lambda c=counter, o=ls: f"{name}:{c.at(o)}")
-        if b"\n" in raw:  # a split line: its own records, without the other stream's
-            raw = rejoin.join(raw)[3]
-        yield Hit(kind, value, name, counter.at(ls) if with_lines else None, raw)
+    for a, b in windows(buf):
+        spans = marked_lines(buf, markers, a, b)  # one needle (a test id) or the markers
+        span, resume = next(spans, None), None
+        while span is not None:
+            ls, le = span
+            span = None
+            if not (joins.joined and joins.taken(ls)):
+                kind, value, raw = parse_span(buf, ls, le, joins)
+                if progress is not None and ls - done > _PROGRESS_STEP:
+                    progress(ls - done)
+                    done = ls
+                repeats = 0
+                if kind == MALFORMED:
+                    tally.add(lambda c=counter, o=ls: f"{name}:{c.at(o)}", value)
+                    if is_whole_malformed(raw):  # the same line again and again: counted in one step
+                        repeats, resume = _repeats(buf, raw, le + 1, b)
+                        tally.count += repeats
+                elif kind == ENVELOPE:
+                    tally.seen(value, lambda c=counter, o=ls: f"{name}:{c.at(o)}")
+                if kind != NOTHING and (kind != MALFORMED or with_lines):
+                    if b"\n" in raw:  # a split line: its own records, without the other stream's
+                        raw = rejoin.join(raw)[3]
+                    yield Hit(kind, value, name, counter.at(ls) if with_lines else None, raw, repeats)
+            try:
+                span = spans.send(resume) if resume is not None else next(spans)
+            except StopIteration:
+                span = None
+            resume = None
     if progress is not None:
         progress(len(buf) - done)
+
+
+#: The most bytes compared at once when skipping a run of one repeated line.
+_RUN_CHUNK = 1 << 16
+
+
+def _repeats(buf: Any, line: bytes, pos: int, end: int) -> tuple[int, int | None]:
+    """How many copies of ``line`` (each with its newline) follow from ``pos`` before
+    ``end``, and where the run ends (None when there is none): compared in growing
+    chunks, so a hostile log of one line repeated costs C speed, not Python per line."""
+    unit = line + b"\n"
+    count, copies = 0, 1
+    while copies:
+        chunk = unit * copies
+        if pos + len(chunk) <= end + 1 and buf[pos : pos + len(chunk)] == chunk:
+            pos += len(chunk)
+            count += copies
+            if len(chunk) * 2 <= _RUN_CHUNK:
+                copies *= 2
+        else:
+            copies //= 2
+    return count, (pos if count else None)
 
 
 TAIL_BYTES = 1 << 16
