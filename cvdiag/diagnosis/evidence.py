@@ -131,7 +131,7 @@ class Evidence(Facts):
         self.first_key, self.first_ts, self.first_boundary = first
         self.last_key, self.last_ts, self.last_boundary = last
         self.last_backend_key, self.last_backend_ts, self.last_backend_boundary = backend
-        for slot, n in zip(_HEAD_COUNTERS, counters, strict=False):  # the C keeps COUNTERS, maybe more
+        for slot, n in zip(_HEAD_COUNTERS, counters, strict=True):  # the C keeps as many as handed in
             setattr(self, slot, n)
 
     #: The head-only counters a compiled fold must keep for this class.

@@ -57,10 +57,15 @@
 /* -- head layout: kinds of the fields before edge_headers (fold._FIELD_KINDS) -------- */
 enum { K_LITERAL = 0, K_CAPTURE_STR = 1, K_STR = 2, K_NULL_OR_STR = 3, K_CAPTURE_INT = 4, K_NULL_OR_INT = 5 };
 #define MAX_FIELDS 32
-#define N_CAPTURES 7 /* test_id, layer, boundary, slug, ts, mono_ns, outcome */
+/* What a head field is to the fold (contract.layout.ROLES, in its order): the captured ones
+ * first (their text is kept per line), then the duration (the null-or-integer kept). The
+ * layout hands each field's role in (Folder's fields); the module says these (ROLES). */
+enum { ROLE_TEST_ID, ROLE_LAYER, ROLE_BOUNDARY, ROLE_SLUG, ROLE_TS, ROLE_MONO, ROLE_OUTCOME, ROLE_DURATION, N_ROLES };
+static const char *const ROLE_NAMES[N_ROLES] = {"test_id", "layer", "boundary", "slug", "ts", "mono_ns", "outcome", "duration"};
+#define N_CAPTURES ROLE_DURATION /* the roles whose text is kept: test_id .. outcome */
 #define MAX_SLUGS 4
 #define MAX_BOUNDARY_NAMES 64
-#define N_COUNTERS 4 /* the head-only counters of the diagnosis (Evidence.head_counter) */
+#define MAX_COUNTERS 16 /* room for the head-only counters of the diagnosis (Evidence.head_counters: handed in) */
 #define NAME_TABLE_MAX 65536
 #define LAYER_AIMOCK 0
 #define LAYER_BACKEND 1
@@ -73,6 +78,7 @@ typedef struct {
     char *name; /* the key with its quotes and colon: "name": */
     Py_ssize_t name_len;
     int kind;
+    int role; /* ROLE_*, or -1: matched, not kept */
     char *literal;
     Py_ssize_t literal_len;
     char padded[NAME_ROOM]; /* the name, zero-padded: compared 16 bytes at a time */
@@ -151,7 +157,7 @@ typedef struct {
     int64_t events, lay[4], failures, other_names, skipped;
     BCount *bc;
     int n_bc, cap_bc, hint;
-    int64_t counters[N_COUNTERS];
+    int64_t counters[MAX_COUNTERS];
     PickRef first_pick, last_pick, backend_pick;
 } Slot;
 
@@ -196,6 +202,7 @@ struct Folder {
     PyObject *pair; /* count mode (stats): a (slug, boundary, outcome) met the first time -> token, or None */
     NameTable triples; /* count mode: "slug\0boundary\0outcome" -> its token (Name.counter) and count */
     int fold_aggs, with_evidence;
+    int n_counters; /* the head-only counters a slot keeps (Evidence.head_counters), at most MAX_COUNTERS */
     Py_ssize_t keep_lines, max_tests;
     Py_ssize_t max_line;                   /* parsing.MAX_LINE: a longer line is Python's to call malformed */
     char *scratch; Py_ssize_t scratch_cap; /* the text of a Docker record, unescaped */
@@ -473,7 +480,7 @@ static Name *name_of(Folder *f, const char *p, Py_ssize_t n) {
     e->terminal_bit = bit ? (int)PyLong_AsLong(bit) : 0;
     Py_DECREF(b);
     PyUnicode_InternInPlace(&e->str);
-    if (e->counter >= N_COUNTERS) e->counter = -1;
+    if (e->counter >= f->n_counters) e->counter = -1;
     e->accounting = n >= f->accounting_len && memcmp(p, f->accounting, f->accounting_len) == 0;
     e->llm_response = n == f->llm_response_len && memcmp(p, f->llm_response, n) == 0;
     const char *dot = memchr(p, '.', n);
@@ -759,7 +766,7 @@ typedef struct {
     Py_ssize_t a[N_CAPTURES], n[N_CAPTURES];
     Py_ssize_t end;
     Py_ssize_t va[MAX_FIELDS], ve[MAX_FIELDS]; /* every field's value text */
-    Py_ssize_t num_a, num_n; /* the last null-or-integer field (duration_ms): its text, n 0 for null */
+    Py_ssize_t num_a, num_n; /* the duration's field (ROLE_DURATION): its text, n 0 for null */
     int long_int; /* an integer of more than 18 digits: JSON may read it as a float */
     unsigned char high; /* the bytes of its strings OR-ed: bit 7 set for a byte past ASCII */
 } Head;
@@ -827,7 +834,6 @@ static ALWAYS_INLINE int starts_name(const char *buf, Py_ssize_t i, Py_ssize_t l
  * every field's value) noted in h. Inlined twice, so the pass pays nothing for spans. */
 static ALWAYS_INLINE int match_head_spans(Folder *f, const char *buf, Py_ssize_t pos, Py_ssize_t le, Head *h, int spans) {
     Py_ssize_t i = pos;
-    int cap = 0;
     h->long_int = 0; h->num_a = h->num_n = 0; h->high = 0;
     for (int k = 0; k < f->n_fields; k++) {
         Field *fd = &f->fields[k];
@@ -840,10 +846,10 @@ static ALWAYS_INLINE int match_head_spans(Folder *f, const char *buf, Py_ssize_t
                 return 0;
             i += fd->literal_len;
             break;
-        case K_CAPTURE_STR: {
+        case K_CAPTURE_STR: { /* the layout gave it a role below N_CAPTURES (Folder_init) */
             Py_ssize_t a = i;
             if (!match_string(buf, &i, le, h)) return 0;
-            h->a[cap] = a + 1; h->n[cap++] = i - a - 2;
+            h->a[fd->role] = a + 1; h->n[fd->role] = i - a - 2;
             break;
         }
         case K_STR:
@@ -856,19 +862,19 @@ static ALWAYS_INLINE int match_head_spans(Folder *f, const char *buf, Py_ssize_t
         case K_CAPTURE_INT: {
             Py_ssize_t a = i;
             if (!match_int(buf, &i, le, h)) return 0;
-            h->a[cap] = a; h->n[cap++] = i - a;
+            h->a[fd->role] = a; h->n[fd->role] = i - a;
             break;
         }
-        case K_NULL_OR_INT:
-            h->num_a = i; h->num_n = 0;
+        case K_NULL_OR_INT: {
+            Py_ssize_t a = i;
             if (starts(buf, i, le, "null", 4)) i += 4;
             else if (!match_int(buf, &i, le, h)) return 0;
-            else h->num_n = i - h->num_a;
+            if (fd->role == ROLE_DURATION) { h->num_a = a; h->num_n = buf[a] == 'n' ? 0 : i - a; }
             break;
+        }
         }
         if (spans) h->ve[k] = i;
     }
-    if (cap != N_CAPTURES) return 0;
     h->end = i;
     return 1;
 }
@@ -1080,20 +1086,20 @@ static int plain_line(Folder *f, const char *buf, const Head *h, const Name *b, 
  * beyond its head (no metadata to read, a time, integers JSON reads as integers): 1
  * counted, 0 for Python to read, -1 error. */
 static int count_line(Folder *f, const char *buf, Head *h, Py_ssize_t le) {
-    Name *b = name_of(f, buf + h->a[2], h->n[2]);
+    Name *b = name_of(f, buf + h->a[ROLE_BOUNDARY], h->n[ROLE_BOUNDARY]);
     if (!b) return -1;
     int64_t secs; int ms;
-    if (h->long_int || !emitter_ts(f, buf + h->a[4], h->n[4], &secs, &ms)) return 0;
+    if (h->long_int || !emitter_ts(f, buf + h->a[ROLE_TS], h->n[ROLE_TS], &secs, &ms)) return 0;
     int o = plain_line(f, buf, h, b, le);
     if (o <= 0) return o;
     /* the key: slug, boundary and outcome, each ended by a NUL (none of them holds one) */
-    Py_ssize_t n = h->n[3] + h->n[2] + h->n[6] + 2;
+    Py_ssize_t n = h->n[ROLE_SLUG] + h->n[ROLE_BOUNDARY] + h->n[ROLE_OUTCOME] + 2;
     char small[512];
     char *key = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc(n);
     if (!key) { PyErr_NoMemory(); return -1; }
-    memcpy(key, buf + h->a[3], h->n[3]); key[h->n[3]] = 0;
-    memcpy(key + h->n[3] + 1, buf + h->a[2], h->n[2]); key[h->n[3] + 1 + h->n[2]] = 0;
-    memcpy(key + h->n[3] + h->n[2] + 2, buf + h->a[6], h->n[6]);
+    memcpy(key, buf + h->a[ROLE_SLUG], h->n[ROLE_SLUG]); key[h->n[ROLE_SLUG]] = 0;
+    memcpy(key + h->n[ROLE_SLUG] + 1, buf + h->a[ROLE_BOUNDARY], h->n[ROLE_BOUNDARY]); key[h->n[ROLE_SLUG] + 1 + h->n[ROLE_BOUNDARY]] = 0;
+    memcpy(key + h->n[ROLE_SLUG] + h->n[ROLE_BOUNDARY] + 2, buf + h->a[ROLE_OUTCOME], h->n[ROLE_OUTCOME]);
     NameTable *t = &f->triples;
     uint64_t hash = fnv(key, n);
     Name *e = NULL;
@@ -1108,8 +1114,8 @@ static int count_line(Folder *f, const char *buf, Head *h, Py_ssize_t le) {
     }
     if (!e) {
         /* Python makes the row now, in file order (its cap on rows counts in that order) */
-        PyObject *token = PyObject_CallFunction(f->pair, "y#y#y#", buf + h->a[3], h->n[3], buf + h->a[2], h->n[2],
-                                                buf + h->a[6], h->n[6]);
+        PyObject *token = PyObject_CallFunction(f->pair, "y#y#y#", buf + h->a[ROLE_SLUG], h->n[ROLE_SLUG], buf + h->a[ROLE_BOUNDARY], h->n[ROLE_BOUNDARY],
+                                                buf + h->a[ROLE_OUTCOME], h->n[ROLE_OUTCOME]);
         long tk = token ? PyLong_AsLong(token) : -1;
         Py_XDECREF(token);
         if (tk < 0 || ((t->used + 1) * 2 > t->cap && names_grow(t) < 0) || !(e = PyMem_Calloc(1, sizeof(Name))) ||
@@ -1222,7 +1228,7 @@ static int prefix_reads_plain(const char *buf, Py_ssize_t ls, Py_ssize_t ms, Py_
  * float, a ts in the emitter's shape. 1 yes, 0 no, -1 error. */
 static int wrapped_certain(Folder *f, const char *src, const Head *h, Py_ssize_t le_json) {
     int64_t secs; int ms;
-    if (h->long_int || !emitter_ts(f, src + h->a[4], h->n[4], &secs, &ms)) return 0;
+    if (h->long_int || !emitter_ts(f, src + h->a[ROLE_TS], h->n[ROLE_TS], &secs, &ms)) return 0;
     return plain_shaped(f, src, h, le_json);
 }
 
@@ -1347,7 +1353,7 @@ static void add_llm_ms(Slot *s, double d) {
 static int fold_metadata(Folder *f, Pass *p, const char *src, const Head *h, const Name *b, const TsFacts *tf,
                          Py_ssize_t slot, Py_ssize_t le_json) {
     PyObject *key = tf->has_key ? key_object(tf->key) : Py_NewRef(Py_None); /* as order_key says: None */
-    PyObject *outcome = key ? PyUnicode_DecodeUTF8(src + h->a[6], h->n[6], "replace") : NULL;
+    PyObject *outcome = key ? PyUnicode_DecodeUTF8(src + h->a[ROLE_OUTCOME], h->n[ROLE_OUTCOME], "replace") : NULL;
     PyObject *duration = NULL;
     if (outcome) {
         if (h->num_n == 0) duration = Py_NewRef(Py_None);
@@ -1396,24 +1402,24 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
         int certain = wrapped_certain(f, src, h, le_json);
         if (certain <= 0) return certain < 0 ? -1 : line_to_python(p, ls, le);
     }
-    Py_ssize_t slot = slot_of(f, src + h->a[0], h->n[0], NULL);
+    Py_ssize_t slot = slot_of(f, src + h->a[ROLE_TEST_ID], h->n[ROLE_TEST_ID], NULL);
     if (slot == -3) return -1;
     if (slot < 0) return 0;
     Slot *s = SLOT(f, slot);
     if (!s->ev && !f->fold_aggs) return 0;
-    const char *layer = src + h->a[1], *bnd = src + h->a[2], *slug = src + h->a[3], *ts = src + h->a[4];
-    const char *outcome = src + h->a[6];
-    Name *b = name_of(f, bnd, h->n[2]);
+    const char *layer = src + h->a[ROLE_LAYER], *bnd = src + h->a[ROLE_BOUNDARY], *slug = src + h->a[ROLE_SLUG], *ts = src + h->a[ROLE_TS];
+    const char *outcome = src + h->a[ROLE_OUTCOME];
+    Name *b = name_of(f, bnd, h->n[ROLE_BOUNDARY]);
     if (!b) return -1;
     if (wrapped && !s->ev && f->keep_lines && b->llm_response)
         return line_to_python(p, ls, le); /* a deferred test's LLM time: read from the whole body */
     TsFacts tf = {0}; TsRef ref;
-    if (ts_facts_of(f, ts, h->n[4], mono_offset_of_digits(src + h->a[5], h->n[5]), &tf) < 0) return -1;
-    if (head_ts_ref(ts, h->n[4], &tf, &ref) < 0) return -1;
+    if (ts_facts_of(f, ts, h->n[ROLE_TS], mono_offset_of_digits(src + h->a[ROLE_MONO], h->n[ROLE_MONO]), &tf) < 0) return -1;
+    if (head_ts_ref(ts, h->n[ROLE_TS], &tf, &ref) < 0) return -1;
     int bad_ts = !tf.canonical_ok;
     int plain = 0;
     if (s->ev && (plain = wrapped ? b->plain : plain_line(f, src, h, b, le_json)) < 0) goto fail_ref;
-    int failed = outcome_failed(f, outcome, h->n[6]);
+    int failed = outcome_failed(f, outcome, h->n[ROLE_OUTCOME]);
     PyObject *env = NULL;
     int slim = 0;
     /* a head-only boundary not in the plain layout was proven so just now: not again */
@@ -1441,7 +1447,7 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
         goto done;
     }
     if (f->fold_aggs) {
-        if (agg_fold(f, s, tf.canonical, layer, h->n[1], b, slug, h->n[3], failed) < 0) goto fail_env;
+        if (agg_fold(f, s, tf.canonical, layer, h->n[ROLE_LAYER], b, slug, h->n[ROLE_SLUG], failed) < 0) goto fail_env;
         if (f->keep_lines) {
             if (keep_place(f, s, p->block, ls, le) < 0) goto fail_env;
             if (!s->ev && b->llm_response) { /* a deferred test's LLM time, for the report */
@@ -1458,7 +1464,7 @@ static int fold_line(Folder *f, Pass *p, const char *src, Head *h, Py_ssize_t ms
         if (rc < 0) goto fail_ref;
     } else if (s->ev) {
         int known;
-        int lc = layer_class_of(layer, h->n[1], &known);
+        int lc = layer_class_of(layer, h->n[ROLE_LAYER], &known);
         if (!known) lc = b->layer_class;
         if (ev_head(s, b, lc, failed, tf.has_key, tf.key, &ref) < 0) goto fail_ref;
     }
@@ -1860,7 +1866,7 @@ static PyObject *event_of(Folder *f, const char *buf, Py_ssize_t len, Py_ssize_t
     Head h;
     int64_t secs; int milli;
     if (!found || !match_head_spans(f, src, pos, end, &h, 1) || h.long_int || !plain_frame(f, src, &h, end) ||
-        !emitter_ts(f, src + h.a[4], h.n[4], &secs, &milli))
+        !emitter_ts(f, src + h.a[ROLE_TS], h.n[ROLE_TS], &secs, &milli))
         goto none;
     /* the metadata as dumps writes what loads reads: as it is when that is certain (most
      * lines), else read and written; not an object orjson reads: the general parser's */
@@ -1890,16 +1896,16 @@ static PyObject *event_of(Folder *f, const char *buf, Py_ssize_t len, Py_ssize_t
     Py_ssize_t sn = h.ve[span] - h.va[span];
     int span_null = sn == 4 && memcmp(sv, "null", 4) == 0;
     if (out_u64_be(&o, (uint64_t)(secs * 1000000 + (int64_t)milli * 1000) + ((uint64_t)1 << 63)) < 0 ||
-        out_u64_be(&o, mono_offset_of_digits(src + h.a[5], h.n[5])) < 0 || out_put(&o, span_null ? "\0" : "\1", 1) < 0 ||
+        out_u64_be(&o, mono_offset_of_digits(src + h.a[ROLE_MONO], h.n[ROLE_MONO])) < 0 || out_put(&o, span_null ? "\0" : "\1", 1) < 0 ||
         (!span_null && out_put(&o, sv + 1, sn - 2) < 0) || out_put(&o, "\0\1", 2) < 0 ||
-        out_put(&o, src + h.a[2], h.n[2]) < 0 || out_put(&o, "\0\1", 2) < 0 || out_put(&o, src + h.a[4], h.n[4]) < 0 ||
-        out_put(&o, "\0\1", 2) < 0 || out_json_int(&o, src + h.a[5], h.n[5]) < 0 || out_put(&o, "\0\1\0\0", 4) < 0)
+        out_put(&o, src + h.a[ROLE_BOUNDARY], h.n[ROLE_BOUNDARY]) < 0 || out_put(&o, "\0\1", 2) < 0 || out_put(&o, src + h.a[ROLE_TS], h.n[ROLE_TS]) < 0 ||
+        out_put(&o, "\0\1", 2) < 0 || out_json_int(&o, src + h.a[ROLE_MONO], h.n[ROLE_MONO]) < 0 || out_put(&o, "\0\1\0\0", 4) < 0)
         goto fail;
     /* the row: [offset, layer, boundary, outcome, duration_ms, metadata, rest] */
     if (out_put(&o, "[", 1) < 0 || out_int(&o, secs * 1000 + milli - t0_ms) < 0 || out_put(&o, ",", 1) < 0 ||
-        out_name(f, &o, src + h.a[1], h.n[1], strings) < 0 || out_put(&o, ",", 1) < 0 ||
-        out_name(f, &o, src + h.a[2], h.n[2], strings) < 0 || out_put(&o, ",", 1) < 0 ||
-        out_name(f, &o, src + h.a[6], h.n[6], strings) < 0 || out_put(&o, ",", 1) < 0)
+        out_name(f, &o, src + h.a[ROLE_LAYER], h.n[ROLE_LAYER], strings) < 0 || out_put(&o, ",", 1) < 0 ||
+        out_name(f, &o, src + h.a[ROLE_BOUNDARY], h.n[ROLE_BOUNDARY], strings) < 0 || out_put(&o, ",", 1) < 0 ||
+        out_name(f, &o, src + h.a[ROLE_OUTCOME], h.n[ROLE_OUTCOME], strings) < 0 || out_put(&o, ",", 1) < 0)
         goto fail;
     if ((h.num_n ? out_json_int(&o, src + h.num_a, h.num_n) : out_put(&o, "null", 4)) < 0 || out_put(&o, ",", 1) < 0 ||
         (md_json ? out_put(&o, PyBytes_AS_STRING(md_json), PyBytes_GET_SIZE(md_json))
@@ -1914,7 +1920,7 @@ static PyObject *event_of(Folder *f, const char *buf, Py_ssize_t len, Py_ssize_t
         int r = rules[k];
         if (r == R_REBUILT) continue;
         if (r == R_NOT_NULL && n == 4 && memcmp(v, "null", 4) == 0) continue;
-        if (r == R_NOT_TEST_ID && n == h.n[0] + 2 && memcmp(v + 1, src + h.a[0], h.n[0]) == 0) continue;
+        if (r == R_NOT_TEST_ID && n == h.n[ROLE_TEST_ID] + 2 && memcmp(v + 1, src + h.a[ROLE_TEST_ID], h.n[ROLE_TEST_ID]) == 0) continue;
         if (r == R_NOT_SLUG && n == slug_n + 2 && memcmp(v + 1, slug, slug_n) == 0) continue;
         Field *fd = &f->fields[k];
         if (out_put(&o, said ? "," : "{", 1) < 0 || out_put(&o, fd->name + 1, fd->name_len - 1) < 0) goto fail;
@@ -2114,13 +2120,13 @@ static PyObject *Folder_take(Folder *f, PyObject *arg) {
             goto fail;
     }
     if (s->ev) {
-        PyObject *names = PyTuple_New(s->n_bc), *counts = PyList_New(s->n_bc), *ctr = PyTuple_New(N_COUNTERS);
+        PyObject *names = PyTuple_New(s->n_bc), *counts = PyList_New(s->n_bc), *ctr = PyTuple_New(f->n_counters);
         if (!names || !counts || !ctr) { Py_XDECREF(names); Py_XDECREF(counts); Py_XDECREF(ctr); goto fail; }
         for (int i = 0; i < s->n_bc; i++) {
             PyTuple_SET_ITEM(names, i, Py_NewRef(s->bc[i].name));
             PyList_SET_ITEM(counts, i, PyLong_FromLongLong(s->bc[i].count));
         }
-        for (int i = 0; i < N_COUNTERS; i++) PyTuple_SET_ITEM(ctr, i, PyLong_FromLongLong(s->counters[i]));
+        for (int i = 0; i < f->n_counters; i++) PyTuple_SET_ITEM(ctr, i, PyLong_FromLongLong(s->counters[i]));
         head = Py_BuildValue("(LNNL(LLLL)LNNNNL)", (long long)s->events, names, counts, (long long)s->other_names,
                              (long long)s->lay[0], (long long)s->lay[1], (long long)s->lay[2], (long long)s->lay[3],
                              (long long)s->failures, pick_tuple(&s->first_pick), pick_tuple(&s->last_pick),
@@ -2223,15 +2229,15 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
     static char *names[] = {"fields", "head", "prefix", "java_prefix", "markers", "middle", "end", "tails",
                             "tail_room", "failed", "accounting", "llm_response", "terminal_bits", "backend_bit",
                             "admit", "boundary_info", "ts_facts", "loads", "fold_aggs", "keep_lines", "max_tests",
-                            "max_line", "pair", NULL};
+                            "max_line", "pair", "counters", NULL};
     PyObject *fields, *head, *prefix, *jprefix, *markers, *middle, *end, *tails, *failed, *accounting, *llm, *bits;
     PyObject *admit, *info, *tsf, *loads, *pair = Py_None;
     Py_ssize_t tail_room, keep_lines, max_tests, max_line;
-    int backend_bit, fold_aggs;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!SSSO!SSO!nO!SSO!iOOOOpnnn|O", names, &PyTuple_Type, &fields, &head,
+    int backend_bit, fold_aggs, counters = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!SSSO!SSO!nO!SSO!iOOOOpnnn|Oi", names, &PyTuple_Type, &fields, &head,
                                      &prefix, &jprefix, &PyTuple_Type, &markers, &middle, &end, &PyTuple_Type, &tails,
                                      &tail_room, &PyTuple_Type, &failed, &accounting, &llm, &PyDict_Type, &bits,
-                                     &backend_bit, &admit, &info, &tsf, &loads, &fold_aggs, &keep_lines, &max_tests, &max_line, &pair))
+                                     &backend_bit, &admit, &info, &tsf, &loads, &fold_aggs, &keep_lines, &max_tests, &max_line, &pair, &counters))
         return -1;
     if (f->initialised) { /* its layout, strings and callables are set: once, never appended to */
         PyErr_SetString(PyExc_RuntimeError, "a Folder is initialised once");
@@ -2243,12 +2249,18 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "unexpected layout");
         return -1;
     }
+    if (counters < 0 || counters > MAX_COUNTERS) { /* said, never a pass turned off in silence */
+        PyErr_Format(PyExc_ValueError, "%d head-only counters: the compiled fold has room for %d", counters, MAX_COUNTERS);
+        return -1;
+    }
+    f->n_counters = counters;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fields); k++) {
         PyObject *name, *lit;
-        int kind;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, k), "SiS", &name, &kind, &lit)) return -1;
+        int kind, role;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, k), "SiSi", &name, &kind, &lit, &role)) return -1;
         Field *fd = &f->fields[f->n_fields++];
         fd->kind = kind;
+        fd->role = role;
         if (take(name, &fd->name, &fd->name_len) < 0 || take(lit, &fd->literal, &fd->literal_len) < 0) return -1;
         memset(fd->padded, 0, NAME_ROOM);
         fd->need = 0;
@@ -2257,6 +2269,26 @@ static int Folder_init(Folder *f, PyObject *args, PyObject *kw) {
             fd->need = fd->name_len == 32 ? 0xffffffffu : (1u << fd->name_len) - 1;
         }
     }
+    /* each role once, on a field of a kind that can hold it: the captured ones on captured
+     * fields, the duration on a null-or-integer one (contract.layout) */
+    int seen[N_ROLES] = {0};
+    for (int k = 0; k < f->n_fields; k++) {
+        Field *fd = &f->fields[k];
+        int captured = fd->kind == K_CAPTURE_STR || fd->kind == K_CAPTURE_INT;
+        int ok = fd->role == -1 ? !captured
+               : fd->role >= 0 && fd->role < N_CAPTURES ? captured
+               : fd->role == ROLE_DURATION && fd->kind == K_NULL_OR_INT;
+        if (!ok || (fd->role >= 0 && seen[fd->role]++)) {
+            PyErr_Format(PyExc_ValueError, "head field %d: role %d does not fit its kind %d, or is there twice", k, fd->role,
+                         fd->kind);
+            return -1;
+        }
+    }
+    for (int r = 0; r < N_ROLES; r++)
+        if (!seen[r]) {
+            PyErr_Format(PyExc_ValueError, "no head field has the role %s", ROLE_NAMES[r]);
+            return -1;
+        }
     if (take(head, &f->head, &f->head_len) < 0 || take(prefix, &f->prefix, &f->prefix_len) < 0 ||
         take(jprefix, &f->jprefix, &f->jprefix_len) < 0 || take(middle, &f->middle, &f->middle_len) < 0 ||
         take(end, &f->end, &f->end_len) < 0 || take(accounting, &f->accounting, &f->accounting_len) < 0 ||
@@ -2611,12 +2643,26 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cfold", "The compiled fold of the tests pass.", -1,
                                     module_methods};
 
+/* ROLES: the roles of head fields this fold keeps, in its order (contract.layout.ROLES). */
+static int add_roles(PyObject *m) {
+    PyObject *roles = PyTuple_New(N_ROLES);
+    if (!roles) return -1;
+    for (int r = 0; r < N_ROLES; r++) {
+        PyObject *name = PyUnicode_FromString(ROLE_NAMES[r]);
+        if (!name) { Py_DECREF(roles); return -1; }
+        PyTuple_SET_ITEM(roles, r, name);
+    }
+    int rc = PyModule_AddObjectRef(m, "ROLES", roles);
+    Py_DECREF(roles);
+    return rc;
+}
+
 PyMODINIT_FUNC PyInit__cfold(void) {
     if (PyType_Ready(&FolderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Folder", (PyObject *)&FolderType) < 0 ||
-        PyModule_AddIntConstant(m, "COUNTERS", N_COUNTERS) < 0 ||
+        PyModule_AddIntConstant(m, "COUNTERS", MAX_COUNTERS) < 0 || add_roles(m) < 0 ||
         PyModule_AddStringConstant(m, "SOURCE_HASH", CVDIAG_SOURCE_HASH) < 0 ||
 #ifdef CVDIAG_SSE2
         PyModule_AddIntConstant(m, "SSE2", 1) < 0) {

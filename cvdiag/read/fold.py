@@ -37,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from cvdiag.contract.layout import HEAD, INT, LITERAL, NULL_OR_INT, NULL_OR_STR, ROLES, STR, HeadField
 from cvdiag.contract.schema import (
     ACCOUNTING_PREFIX,
     EDGE_HEADERS,
@@ -45,7 +46,6 @@ from cvdiag.contract.schema import (
     JAVA_PREFIX,
     LAYERS,
     PREFIX,
-    SCHEMA_VERSION,
     is_accounting,
 )
 from cvdiag.contract.timestamps import bytes_seconds, canonical_ts, order_key, ts_seconds
@@ -68,22 +68,20 @@ _KIND_PATTERNS = {
     _CAPTURED_INT: rb"(" + _INT + rb")",
     _NULL_OR_INT: rb"(?:null|" + _INT + rb")",
 }
-#: How the emitter writes each field before ``edge_headers``: (kind, literal text).
-_FIELD_KINDS: dict[str, tuple[int, bytes]] = {
-    "schema_version": (_LITERAL, str(SCHEMA_VERSION).encode()),
-    "test_id": (_CAPTURED_STR, b""),
-    "trace_id": (_STR, b""),
-    "span_id": (_STR, b""),
-    "parent_span_id": (_NULL_OR_STR, b""),
-    "layer": (_CAPTURED_STR, b""),
-    "boundary": (_CAPTURED_STR, b""),
-    "slug": (_CAPTURED_STR, b""),
-    "demo": (_STR, b""),
-    "ts": (_CAPTURED_STR, b""),
-    "mono_ns": (_CAPTURED_INT, b""),
-    "duration_ms": (_NULL_OR_INT, b""),
-    "outcome": (_CAPTURED_STR, b""),
-}
+
+
+def _read_kind(field: HeadField) -> int:
+    """How this fold reads a head field the layout declares: a field with a role is captured."""
+    if field.kind == STR:
+        return _CAPTURED_STR if field.role else _STR
+    if field.kind == INT:
+        return _CAPTURED_INT if field.role == "mono_ns" else _NULL_OR_INT
+    return {LITERAL: _LITERAL, NULL_OR_STR: _NULL_OR_STR, NULL_OR_INT: _NULL_OR_INT}[field.kind]
+
+
+#: How the emitter writes each field before ``edge_headers`` (``contract.layout.HEAD``), as
+#: this fold reads it: (kind, literal text).
+_FIELD_KINDS: dict[str, tuple[int, bytes]] = {f.name: (_read_kind(f), f.literal.encode()) for f in HEAD}
 _FIELD_PATTERNS: dict[str, bytes] = {
     name: re.escape(literal) if kind == _LITERAL else _KIND_PATTERNS[kind]
     for name, (kind, literal) in _FIELD_KINDS.items()
@@ -98,8 +96,8 @@ _CANONICAL = re.compile(
 #: The fields ``Fold`` unpacks from ``_CANONICAL``'s groups, in this order (the
 #: schema's): checked here, as a schema that reordered them would feed it wrong fields.
 _FOLDED = ("test_id", "layer", "boundary", "slug", "ts", "mono_ns", "outcome")
-if tuple(f for f in _HEAD_FIELDS if re.compile(_FIELD_PATTERNS[f]).groups) != _FOLDED:
-    raise ImportError(f"the schema's envelope head {_HEAD_FIELDS} no longer gives fold._FOLDED in order")
+if tuple(f.role for f in HEAD if re.compile(_FIELD_PATTERNS[f.name]).groups) != _FOLDED:
+    raise ImportError(f"the layout's envelope head {_HEAD_FIELDS} no longer gives fold._FOLDED in order")
 #: What ``find`` looks for: what ``_CANONICAL`` matches first, up to the test id's quote.
 _HEAD = b'{"%s":%s,"%s":"' % (_HEAD_FIELDS[0].encode(), _FIELD_PATTERNS[_HEAD_FIELDS[0]], _HEAD_FIELDS[1].encode())
 _PREFIX, _JAVA_PREFIX = PREFIX.encode(), JAVA_PREFIX.encode()
@@ -109,10 +107,21 @@ _PREFIX_LEN, _JAVA_PREFIX_LEN = len(_PREFIX), len(_JAVA_PREFIX)
 # a JSON parse of the small metadata only, the line is known to be valid JSON.
 _PLAIN_MIDDLE = b",".join(b'"%s":null' % k.encode() for k in EDGE_HEADERS) + b'},"metadata":'
 _PLAIN_END = b"," + b",".join(b'"%s":false' % k.encode() for k in ENVELOPE_FIELDS[-2:]) + b"}"
-#: ``_CANONICAL`` for the compiled fold: each field with the separator before it.
+
+
+def _role(field: HeadField) -> int:
+    """A head field's role as the compiled fold numbers it (its ``ROLES``), -1 for none."""
+    return ROLES.index(field.role) if field.role else -1
+
+
+#: ``_CANONICAL`` for the compiled fold: each field with the separator before it, its kind,
+#: its literal and its role (an index in ``ROLES``, -1 for none).
 _C_FIELDS = (
-    *((b'%s"%s":' % (b"{" if i == 0 else b",", f.encode()), *_FIELD_KINDS[f]) for i, f in enumerate(_HEAD_FIELDS)),
-    (b',"edge_headers":', _LITERAL, b"{"),
+    *(
+        (b'%s"%s":' % (b"{" if i == 0 else b",", f.name.encode()), *_FIELD_KINDS[f.name], _role(f))
+        for i, f in enumerate(HEAD)
+    ),
+    (b',"edge_headers":', _LITERAL, b"{", -1),
 )
 
 
@@ -412,19 +421,18 @@ class Fold:
         self.parsed = 0  # lines read by the general parser, not the canonical head
         self.keep_lines = keep_lines
         self.kept: dict[bytes, Kept] | None = {} if keep_lines else None
-        # The compiled fold, for evidence that can take its head facts from it (``take_head``)
-        # and counts no more kinds of head-only envelope than it keeps.
+        # The compiled fold, for evidence that can take its head facts from it (``take_head``),
+        # its head-only counters a size handed in.
         self._c: Any = None
-        if _CFOLD is not None and (
-            evidence_cls is None
-            or (hasattr(evidence_cls, "take_head") and evidence_cls.head_counters <= _CFOLD.COUNTERS)
-        ):
+        if _CFOLD is not None and (evidence_cls is None or hasattr(evidence_cls, "take_head")):
             self._c = compiled_folder(
                 admit=self._admit,
                 boundary_info=self._boundary_info,
                 fold_aggs=fold_aggs,
                 keep_lines=keep_lines,
                 max_tests=self.max_tests,
+                # more head-only counters than it has room for: refused (a ValueError), never off in silence
+                counters=0 if evidence_cls is None else evidence_cls.head_counters,
             )
             self._slot_tids: list[bytes] = []  # the compiled fold's slots, in its order
             self._slot_evidence: list[Any] = []

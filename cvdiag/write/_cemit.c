@@ -544,6 +544,30 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cemit", "The compiled envelope of the emit path.", -1,
                                     methods};
 
+/* FIELDS: the envelope's fields in the order line() writes them: the emitter refuses this
+ * module when they are not contract.schema.ENVELOPE_FIELDS (contract.layout). */
+static const char *const WRITTEN[] = {"schema_version", "test_id", "trace_id", "span_id", "parent_span_id", "layer",
+                                      "boundary", "slug", "demo", "ts", "mono_ns", "duration_ms", "outcome",
+                                      "edge_headers", "metadata", "_metadata_dropped", "_truncated"};
+
+static int add_fields(PyObject *m) {
+    Py_ssize_t n = (Py_ssize_t)(sizeof WRITTEN / sizeof *WRITTEN);
+    PyObject *fields = PyTuple_New(n);
+    if (fields == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyUnicode_FromString(WRITTEN[i]);
+        if (name == NULL) {
+            Py_DECREF(fields);
+            return -1;
+        }
+        PyTuple_SET_ITEM(fields, i, name);
+    }
+    int rc = PyModule_AddObjectRef(m, "FIELDS", fields);
+    Py_DECREF(fields);
+    return rc;
+}
+
 PyMODINIT_FUNC PyInit__cemit(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -552,7 +576,7 @@ PyMODINIT_FUNC PyInit__cemit(void) {
     s_metadata = PyUnicode_InternFromString("metadata");
     s_layer = PyUnicode_InternFromString("layer");
     if (sixty_four == NULL || s_metadata == NULL || s_layer == NULL ||
-        PyModule_AddStringConstant(m, "SOURCE_HASH", CVDIAG_SOURCE_HASH) < 0) {
+        PyModule_AddStringConstant(m, "SOURCE_HASH", CVDIAG_SOURCE_HASH) < 0 || add_fields(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

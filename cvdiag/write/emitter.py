@@ -11,10 +11,12 @@ tests (``cvdiag.testing.reset``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from random import getrandbits
@@ -30,6 +32,7 @@ from cvdiag.contract.schema import (
     DEMO_MAX_CHARS,
     EDGE_HEADER_MAX_CHARS,
     ENVELOPE_CAP_BYTES,
+    ENVELOPE_FIELDS,
     OUTCOMES,
     SCHEMA_VERSION,
     Boundary,
@@ -423,6 +426,15 @@ def _compiled_line() -> Callable[..., bytes | None] | None:
     built: the line of the fused steps built and encoded in one C call (``_cemit.c``)."""
     module = compiled_module("cvdiag.write._cemit")
     if module is None:
+        return None
+    if tuple(getattr(module, "FIELDS", ())) != ENVELOPE_FIELDS:  # it would write another envelope: refused
+        with contextlib.suppress(Exception):  # warnings as errors: the Python steps all the same
+            warnings.warn(
+                "cvdiag: cvdiag.write._cemit writes other fields than contract.schema.ENVELOPE_FIELDS:"
+                " running without it; rebuild it",
+                RuntimeWarning,
+                stacklevel=1,
+            )
         return None
     module.setup(
         orjson.dumps,

@@ -1,0 +1,52 @@
+"""The envelope's head in one table: how the emitter writes each field before
+``edge_headers`` (its kind) and what a reader takes it for (its role).
+
+Both compiled parts are held to it at start-up: the read side's fold is configured from
+it (``read/fold.py`` hands each field's kind and role in, and the module says which roles
+it keeps: one that keeps others is refused), and the emit side's writer says which fields
+it writes in which order (``_cemit.FIELDS``: refused when they are not these). Adding a
+head field is a row here, after the schema's ``ENVELOPE_FIELDS``, plus its tests.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from cvdiag.contract.schema import ENVELOPE_FIELDS, SCHEMA_VERSION
+
+# How the emitter writes a field: one literal text, a string, null or a string, an
+# integer, null or an integer.
+LITERAL, STR, NULL_OR_STR, INT, NULL_OR_INT = range(5)
+
+#: What a reader takes a head field for, in the order the compiled fold keeps them (its
+#: ``ROLES``). A field with a role is read by every pass; the others are only checked.
+ROLES: tuple[str, ...] = ("test_id", "layer", "boundary", "slug", "ts", "mono_ns", "outcome", "duration")
+
+
+class HeadField(NamedTuple):
+    name: str
+    kind: int
+    role: str | None = None
+    literal: str = ""
+
+
+HEAD: tuple[HeadField, ...] = (
+    HeadField("schema_version", LITERAL, literal=str(SCHEMA_VERSION)),
+    HeadField("test_id", STR, "test_id"),
+    HeadField("trace_id", STR),
+    HeadField("span_id", STR),
+    HeadField("parent_span_id", NULL_OR_STR),
+    HeadField("layer", STR, "layer"),
+    HeadField("boundary", STR, "boundary"),
+    HeadField("slug", STR, "slug"),
+    HeadField("demo", STR),
+    HeadField("ts", STR, "ts"),
+    HeadField("mono_ns", INT, "mono_ns"),
+    HeadField("duration_ms", NULL_OR_INT, "duration"),
+    HeadField("outcome", STR, "outcome"),
+)
+
+if tuple(f.name for f in HEAD) != ENVELOPE_FIELDS[: ENVELOPE_FIELDS.index("edge_headers")]:
+    raise ImportError("contract.layout.HEAD is not the schema's envelope head (ENVELOPE_FIELDS) in wire order")
+if sorted(f.role for f in HEAD if f.role) != sorted(ROLES):
+    raise ImportError("every role of contract.layout.ROLES is one head field's, once")
