@@ -142,5 +142,3 @@ def test_report_all_gives_every_test_a_waterfall(pytester: pytest.Pytester) -> N
     alone = pytester.runpytest(*INNER, "--cvdiag-report-all")
     assert alone.ret == pytest.ExitCode.USAGE_ERROR
     alone.stderr.fnmatch_lines(["*--cvdiag-report-all needs --cvdiag-report PATH*"])
-
-
