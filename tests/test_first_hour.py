@@ -121,3 +121,35 @@ def test_tests_names_the_pytest_node_id_and_counts_requests_without_an_id(tmp_pa
     assert header.split()[:4] == ["test_id", "pytest", "node", "id"]
     assert first.split()[:2] == [TID_OK, "tests/test_chat.py::test_hello"]
     assert "1 request came without an x-test-id (health checks, probes?): the server minted its id" in r.out
+
+
+# -- the default tier ---------------------------------------------------------------------
+
+
+def _default_tier(test_id: str, start: float) -> list[dict]:
+    """What the default tier writes of a happy request that called the LLM and a tool."""
+    return [e for e in happy(test_id, start) if e["boundary"] in DEFAULT_BOUNDARIES]
+
+
+DEFAULT_BOUNDARIES = {"backend.agent.enter", "backend.agent.exit", "backend.response.complete"}
+TIER_NOTE = "LLM calls, tool calls and first bytes that went well are left out. CVDIAG_TIER=verbose on the server"
+
+
+def test_a_default_tier_log_says_what_the_tier_left_out_and_how_to_see_it(tmp_path: Path) -> None:
+    path = write(tmp_path / "app.log", [f"CVDIAG {compact(e)}" for e in _default_tier(TID_OK, 0.0)])
+    assert len(_default_tier(TID_OK, 0.0)) == 3
+    tests = run("tests", path, env={"COLUMNS": "400"})
+    assert "every test was recorded at the default tier" in tests.out and TIER_NOTE in tests.out
+    timeline = run("timeline", TID_OK, path, env={"COLUMNS": "400"})
+    assert "note: recorded at the default tier" in timeline.out and TIER_NOTE in timeline.out
+    report = run("report", path, "-o", tmp_path / "r.html")
+    assert report.code == 0, report.err
+    assert TIER_NOTE in (tmp_path / "r.html").read_text()
+
+
+def test_a_verbose_log_has_no_tier_note_and_a_mixed_one_counts(tmp_path: Path) -> None:
+    verbose = write(tmp_path / "v.log", [f"CVDIAG {compact(e)}" for e in happy(TID_OK, 0.0)])
+    assert "default tier" not in run("tests", verbose).out + run("timeline", TID_OK, verbose).out
+    mixed = happy(TID_OK, 0.0) + _default_tier(TID_ABORT, 2.0)
+    both = write(tmp_path / "m.log", [f"CVDIAG {compact(e)}" for e in mixed])
+    assert "1 test of them was recorded at the default tier" in " ".join(run("tests", both).out.split())
