@@ -93,9 +93,8 @@ def test_urllib_every_reading_style_gets_the_bytes_and_one_call(server, style: s
 
 def test_a_provider_error_and_a_body_given_up_are_calls_that_failed(server) -> None:
     server.plan(CHAT, Reply(status=500, pieces=[b'{"error": {"message": "boom", "type": "server_error"}}']))
-    with capture("verbose") as cap, cvdiag.request_context(test_id="t-500"):
-        with pytest.raises(urllib.error.HTTPError):
-            _urllib_read(server.url, "read")
+    with capture("verbose") as cap, cvdiag.request_context(test_id="t-500"), pytest.raises(urllib.error.HTTPError):
+        _urllib_read(server.url, "read")
     (end,) = cap.llm_responses()
     assert (end["outcome"], end["metadata"]["http_status"]) == ("err", 500)
 
@@ -145,7 +144,11 @@ def test_a_live_server_in_a_subprocess_correlates_with_the_test_that_drove_it_by
     (tmp_path / "session_app.py").write_text(_SERVER)
     log = tmp_path / "server.log"
     port = free_port()
-    env = {**os.environ, "CVDIAG_ENABLED": "1", "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {
+        **os.environ,
+        "CVDIAG_ENABLED": "1",
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
     cmd = [sys.executable, "-m", "uvicorn", "session_app:app", "--port", str(port), "--log-level", "warning"]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
