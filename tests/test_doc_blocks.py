@@ -77,7 +77,7 @@ def test_the_docs_have_code_and_every_marker_gives_a_reason() -> None:
         assert b.not_run is None or len(b.not_run) >= 10, f"{b.name}: say why it is not run"
     for path in DOCS:  # a marker before anything but a code block is a mistake
         text = path.read_text(encoding="utf-8")
-        for m in re.finditer(r"<!--\s*not run:.*?-->\s*\n+(.*)", text):
+        for m in re.finditer(r"^<!--\s*not run:.*?-->\s*\n+(.*)", text, re.M):
             assert re.match(r"```(sh|bash|shell|python)\b", m.group(1)), f"{path.name}: marker before {m.group(1)!r}"
 
 
