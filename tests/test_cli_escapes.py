@@ -55,7 +55,7 @@ COMMANDS = [
         (("diagnose", TID), 0, (f"test {TID}", "verdict: server-error")),
         (("diagnose", "--all"), 0, (TID, OTHER, "server-error")),
         (("stats",), 0, (SLUG_SHOWN, "backend.error.caught", "llm_latency_ms")),
-        (("validate",), 1, (f"slug '{SLUG_SHOWN}", "checked 9 envelopes: 9 invalid, 1 malformed lines")),
+        (("validate",), 1, (f"slug '{SLUG_SHOWN}", "checked 9 envelopes: 9 invalid, 1 malformed line")),
         (("compare", OTHER, TID), 0, (f"A {OTHER}  ok", f"B {TID}  server-error")),
         (("timeline", "0190a9c0-1a2b-7c3d-8e4f-5a6b7c8d9e7"), 1, (f"matches 2 test ids: {TID}, {OTHER}",)),
     ]

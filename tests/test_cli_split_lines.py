@@ -190,7 +190,7 @@ def test_a_split_line_cut_at_the_end_of_the_file_is_counted_malformed(tmp_path: 
     v = run("validate", log)
     assert v.code == 1
     assert f"{log}:5: {INCOMPLETE}" in v.out
-    assert "checked 2 envelopes: 0 invalid, 1 malformed lines" in v.out
+    assert "checked 2 envelopes: 0 invalid, 1 malformed line" in v.out
 
 
 def test_a_split_line_broken_by_another_line_is_malformed_and_that_line_still_reads(tmp_path: Path) -> None:

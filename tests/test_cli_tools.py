@@ -118,7 +118,9 @@ def _failure_report(pytester: pytest.Pytester, log: Path, test_id: str) -> str:
         plugin.new_test_id = lambda: {test_id!r}
         """
     )
-    result = pytester.runpytest_subprocess(*INNER, "-q")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", "200")  # the section is drawn at pytest's width: whole lines here
+        result = pytester.runpytest_subprocess(*INNER, "-q")
     result.assert_outcomes(failed=1)
     return result.stdout.str()
 

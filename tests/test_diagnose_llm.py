@@ -127,7 +127,18 @@ def test_transport_error_names_its_class_and_attempts(server):
     with capture("verbose") as cap, pytest.raises(openai.APIConnectionError):
         _chat(server, retries=0)
     cls, reason = _diagnosis(cap)
-    assert cls == "llm-error" and "failed with RemoteProtocolError" in reason
+    # plain words first: the answer had begun (a 200, one event), then the stream broke
+    assert cls == "llm-error" and reason.startswith("The provider's stream broke off mid-answer: ")
+    assert "answered HTTP 200 and 1 stream event, then the stream ended with RemoteProtocolError" in reason
+
+
+def test_a_connection_refused_before_any_answer_names_its_class(tmp_path):
+    from cvdiag.diagnosis import diagnose
+    from cvdiag.testing import envelope
+
+    md = {"provider": "openai", "model": "m", "error_class": "ConnectError", "http_status": None, "chunks": None}
+    verdict = diagnose([envelope("backend.llm.call.response", metadata=md, test_id="t", outcome="err", duration_ms=3)])
+    assert verdict.cls == "llm-error" and verdict.reason.startswith("LLM call to openai/m failed with ConnectError")
 
 
 def test_timeline_shows_every_attempt_with_its_status(server, tmp_path):

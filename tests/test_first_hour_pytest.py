@@ -144,3 +144,20 @@ def test_report_all_gives_every_test_a_waterfall(pytester: pytest.Pytester) -> N
     alone.stderr.fnmatch_lines(["*--cvdiag-report-all needs --cvdiag-report PATH*"])
 
 
+def test_a_failure_at_the_default_tier_says_what_the_tier_left_out(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_inner=_APP
+        + """
+import pytest
+
+@pytest.mark.cvdiag(tier="default")
+def test_answers_at_the_default_tier(cvdiag_headers):
+    assert TestClient(app).get("/chat", headers=cvdiag_headers).text == "goodbye"
+"""
+    )
+    result = pytester.runpytest(*INNER)
+
+    result.assert_outcomes(failed=1)
+    text = " ".join(result.stdout.str().split())
+    assert "note: recorded at the default tier" in text
+    assert "CVDIAG_TIER=verbose on the server writes them" in text

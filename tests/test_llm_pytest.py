@@ -31,7 +31,9 @@ def test_failure_report_names_the_llm_calls_a_test_made(pytester: pytest.Pyteste
             assert False, "the agent gave no answer"
         """
     )
-    result = pytester.runpytest(*INNER)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", "200")  # the section is drawn at pytest's width: whole lines here
+        result = pytester.runpytest(*INNER)
     result.assert_outcomes(failed=1)
     # The failure is the test's own last assert: the checks on the attempts before it held.
     result.stdout.fnmatch_lines(["*AssertionError: the agent gave no answer*"])

@@ -150,7 +150,8 @@ class Facts:
         self.llm_ok_zero_tokens = 0  # ok calls that reported 0 tokens explicitly (not null)
         self.llm_errors = 0
         self.llm_timeouts = 0
-        self.llm_first_error: Pick | None = None  # (error_class, provider, model, latency_ms)
+        # (error_class, provider, model, latency_ms, (http_status, output_chars, chunks, completion_tokens))
+        self.llm_first_error: Pick | None = None
         self.llm_failures: LLMFailures | None = None
         self.llm_last_ok_key: int | None = None
         self.llm_last_start: tuple[str | None, str | None] | None = None  # (provider, model)

@@ -43,9 +43,10 @@ def _response(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> N
     empty = False
     if outcome == "err":
         ev.llm_errors += 1
-        ev.llm_first_error = earliest(
-            ev.llm_first_error, key, (as_text(md.get("error_class")) or "an unnamed error", provider, model, latency)
-        )
+        # what had come when it failed: a stream cut mid-answer is told by these
+        came = (as_int(md.get("http_status")), output, as_int(md.get("chunks")), completion)
+        error_class = as_text(md.get("error_class")) or "an unnamed error"
+        ev.llm_first_error = earliest(ev.llm_first_error, key, (error_class, provider, model, latency, came))
         if ev.llm_failures is None:
             ev.llm_failures = LLMFailures()
         ev.llm_failures.add(md, key)

@@ -210,7 +210,7 @@ def llm_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) 
         return Finding(0.9, f"The LLM (its mock) answered HTTP {ev.aimock_error.value}; the caller logged no LLM call.")
     if not ev.llm_first_error or ev.llm_recovered():
         return None
-    error_class, provider, model, latency = ev.llm_first_error.value
+    error_class, provider, model, latency, came = ev.llm_first_error.value
     failures = ev.llm_failures
     attempts = ev.failed_attempts()
     if error_class in LOCAL_CLIENT_CLASSES and (failures is None or not failures.statuses):
@@ -223,8 +223,32 @@ def llm_error(ev: Evidence, th: Thresholds, log_end: float | None, facts: dict) 
     if failures is None or not failures.statuses:
         after = f" after {_s(latency)}" if latency is not None else ""
         tries = f" ({_n(attempts, 'attempt')})" if attempts > 1 else ""
+        cut = _cut_mid_answer(came)
+        if cut is not None:
+            return Finding(
+                0.95,
+                f"The provider's stream broke off mid-answer: {_call(provider, model)} answered {cut}, then"
+                f" the stream ended with {error_class}{after}{tries}.",
+            )
         return Finding(0.95, f"LLM call to {_call(provider, model)} failed with {error_class}{after}{tries}.")
     return Finding(0.95, f"LLM call to {_call(provider, model)} failed: {_attempts(ev, failures, attempts)}.")
+
+
+def _cut_mid_answer(came: tuple | None) -> str | None:
+    """``HTTP 200 and 7 stream events (24 characters of text)``: an answer that had begun
+    (a 2xx, and something of it read) when the call failed; None when none had."""
+    if not came:
+        return None
+    status, output, chunks, tokens = came
+    if status is None or not 200 <= status < 300 or not (chunks or output):
+        return None
+    parts = [f"HTTP {status}"]
+    if chunks:
+        parts.append(_n(chunks, "stream event"))
+    got = [_n(output, "character") + " of text"] if output else []
+    if tokens:
+        got.append(_n(tokens, "token"))
+    return " and ".join(parts) + (f" ({', '.join(got)})" if got else "")
 
 
 def _attempts(ev: Evidence, failures: LLMFailures, attempts: int) -> str:

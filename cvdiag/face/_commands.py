@@ -127,7 +127,7 @@ def _side_facts(sources: list[Source]) -> Any:
     from cvdiag.read import inventory
 
     if sum(s.size() for s in sources) > _SIDE_FACTS_BYTES:
-        return inventory.SideFacts()
+        return inventory.SideFacts(read=False)
     return inventory.side_facts(sources)
 
 
@@ -190,7 +190,12 @@ def tests(args: argparse.Namespace) -> int:
     if first_failed:
         tid = first_failed["test_id"]
         hint = ["cvdiag", "timeline", prefixes[tid] if prefixes else unique_prefix(ids, tid), *args.paths]
-    views.tests_summary(out, rows, hint, date, minted=sum(r["test_id"] in facts.minted for r in rows))
+    # backend tests with no line of the verbose tier: the default tier left their healthy calls out
+    default_tier = (
+        sum("backend" in r["layers"] and r["test_id"] not in facts.verbose for r in rows) if facts.read else 0
+    )
+    minted = sum(r["test_id"] in facts.minted for r in rows)
+    views.tests_summary(out, rows, hint, date, minted=minted, default_tier=default_tier)
     return _failed_exit(OK_EXIT, rows, args)
 
 
@@ -511,6 +516,7 @@ def report(args: argparse.Namespace) -> int:
     progress.close()
     if doc["meta"]["note"]:
         print(doc["meta"]["note"], file=sys.stderr)
+    _tier_note(doc, _side_facts(sources) if doc["rows"] else None)
     rows = doc["rows"]
     if not rows:
         from cvdiag.read import inventory
@@ -536,6 +542,27 @@ def report(args: argparse.Namespace) -> int:
             OK,
         )
     return OK_EXIT
+
+
+def _tier_note(doc: dict[str, Any], facts: Any) -> None:
+    """The page says which of its tests the default tier left healthy calls out of."""
+    from cvdiag.face import report_data
+    from cvdiag.read import inventory
+
+    if facts is None or not facts.read:
+        return
+    at = report_data.ROW_COLUMNS.index
+    strings = doc["strings"]
+    default = sum(
+        "backend" in {strings[i] for i in r[at("layers")]} and r[at("id")] not in facts.verbose for r in doc["rows"]
+    )
+    if default:
+        n = default
+        who = (
+            "every test was" if n == len(doc["rows"]) else f"{counted(n, 'test')} of them {'was' if n == 1 else 'were'}"
+        )
+        note = f"{who} {inventory.DEFAULT_TIER_NOTE}"
+        doc["meta"]["note"] = "; ".join(filter(None, [doc["meta"]["note"], note]))
 
 
 def open_history(db: str | None, *, write: bool = False) -> Store:

@@ -23,7 +23,7 @@ from cvdiag.face.render import (
     tool_calls_table,
     unique_prefixes,
 )
-from cvdiag.read import correlate, toolcalls
+from cvdiag.read import correlate, inventory, toolcalls
 
 # -- tests ----------------------------------------------------------------------------
 
@@ -66,7 +66,13 @@ def tests_table(out: Out, rows: list[dict[str, Any]], prefixes: Mapping[str, str
 
 
 def tests_summary(
-    out: Out, rows: list[dict[str, Any]], hint: Sequence[str] | None, date: str | None, *, minted: int = 0
+    out: Out,
+    rows: list[dict[str, Any]],
+    hint: Sequence[str] | None,
+    date: str | None,
+    *,
+    minted: int = 0,
+    default_tier: int = 0,
 ) -> None:
     """The line under the table (how many, how many failed, the ``date`` they share), the
     requests that came without a test id (``minted``), and a command to run next."""
@@ -75,6 +81,10 @@ def tests_summary(
         f"{counted(len(rows), 'test')}, {failed} failed" + (f", on {date} (UTC)" if date else ""),
         FAIL if failed else OK,
     )
+    if default_tier:
+        n = default_tier
+        who = "every test was" if n == len(rows) else f"{counted(n, 'test')} of them {'was' if n == 1 else 'were'}"
+        out.prose(f"{who} {inventory.DEFAULT_TIER_NOTE}", WARN)
     if minted:
         out.prose(
             f"{counted(minted, 'request')} came without an x-test-id (health checks, probes?): the server"
@@ -107,6 +117,8 @@ def timeline(out: Out, tl: correlate.Timeline, d: Any) -> None:
     if d is not None:
         out.line(f"verdict: {d.cls} (confidence {d.confidence:.2f})", OK if d.cls == "ok" else FAIL)
         out.prose(d.reason, indent="  ")
+    if inventory.at_default_tier(e.get("boundary", "") for e in envs):
+        out.prose(f"note: {inventory.DEFAULT_TIER_NOTE}", WARN)
     tool_calls_table(out, toolcalls.tool_calls(envs))
     timeline_table(out, tl.entries)
 

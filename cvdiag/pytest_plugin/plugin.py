@@ -28,7 +28,7 @@ from cvdiag.contract.schema import TEST_ID_HEADER, is_accounting
 from cvdiag.contract.trace_context import TRACEPARENT_HEADER, new_span_hex, trace_id_of_test, traceparent
 from cvdiag.diagnosis import diagnose
 from cvdiag.face.render import Out, counted, timeline_table, tool_calls_table
-from cvdiag.read import correlate, toolcalls
+from cvdiag.read import correlate, inventory, toolcalls
 from cvdiag.read.sources import InputError, resolve_sources
 from cvdiag.read.timeline import Entry, envelope_entry, ordered
 from cvdiag.testing import capture
@@ -688,6 +688,8 @@ def _failure_section(config: pytest.Config, state: _TestState) -> str:
         out.prose(f"diagnosis: none (no envelope with this id {where})")
         state.verdict = state.verdict or ("none", f"no envelope with this id {where}")
         _others_meanwhile(out, logs, state)
+    if inventory.at_default_tier(str(e.get("boundary", "")) for e in envelopes):
+        out.prose(f"note: {inventory.DEFAULT_TIER_NOTE}")
     tool_calls_table(out, toolcalls.tool_calls(envelopes))
     out.prose(f"timeline ({counted(len(entries), 'event')} from {', '.join(['in-process', *logs])}):")
     timeline_table(out, entries, TIMELINE_MAX_ROWS)

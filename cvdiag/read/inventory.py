@@ -9,7 +9,7 @@ Both are extra passes over the inputs: ``take`` runs only when nothing was found
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from cvdiag.contract.schema import MARKER
@@ -115,12 +115,33 @@ def _size(n: int) -> str:
     return f"{n / 1000:.1f} kB" if n < 1_000_000 else f"{n / 1e6:.1f} MB"
 
 
+# -- the default tier -------------------------------------------------------------------
+
+#: Written at the verbose tier and up only: a backend test that has none of them was
+#: recorded at the default tier (spec section 3), which leaves out what went well.
+_VERBOSE_ONLY = frozenset({"backend.request.ingress", "backend.sse.first_byte", "backend.llm.call.start"})
+
+#: What the default tier left out and how to see it, for every face that shows a test.
+DEFAULT_TIER_NOTE = (
+    "recorded at the default tier, which writes a request's and an agent's end and every failure;"
+    " LLM calls, tool calls and first bytes that went well are left out. CVDIAG_TIER=verbose on the"
+    " server writes them (docs/configuration.md)"
+)
+
+
+def at_default_tier(boundaries: Iterable[str]) -> bool:
+    """A test's boundaries are those of the default tier: backend lines, none verbose."""
+    seen = set(boundaries)
+    return any(b.startswith("backend.") for b in seen) and not seen & _VERBOSE_ONLY
+
+
 # -- facts beside the rows ----------------------------------------------------------------
 
 #: The lines that hold them: a harness's ``probe.start`` (its ``url`` is the pytest node
 #: id) and the middleware's ingress (``inbound_test_id_adopted``: false when the server
-#: minted the id, the request having none).
-_SIDE_MARKERS = (b"probe.start", b"inbound_test_id_adopted")
+#: minted the id, the request having none; any ingress: the test was written at verbose
+#: or up), and an LLM call's start (verbose too).
+_SIDE_MARKERS = (b"probe.start", b"backend.request.ingress", b"backend.llm.call.start")
 
 
 @dataclass(slots=True)
@@ -129,6 +150,10 @@ class SideFacts:
 
     node_ids: dict[str, str] = field(default_factory=dict)
     minted: set[str] = field(default_factory=set)
+    #: Ids with a line of the verbose tier: the others with backend lines were at default.
+    verbose: set[str] = field(default_factory=set)
+    #: False when the inputs were not read for these facts (too big, or stdin).
+    read: bool = True
 
 
 def side_facts(sources: Sequence[Source]) -> SideFacts:
@@ -140,8 +165,12 @@ def side_facts(sources: Sequence[Source]) -> SideFacts:
         if hit.kind != ENVELOPE or not isinstance(env.get("metadata"), dict):
             continue
         md = env["metadata"]
-        if env.get("boundary") == "probe.start" and isinstance(md.get("url"), str) and "::" in md["url"]:
+        boundary = env.get("boundary")
+        if boundary == "probe.start" and isinstance(md.get("url"), str) and "::" in md["url"]:
             facts.node_ids.setdefault(env["test_id"], md["url"])
-        elif env.get("boundary") == "backend.request.ingress" and md.get("inbound_test_id_adopted") is False:
-            facts.minted.add(env["test_id"])
+        elif boundary in _VERBOSE_ONLY:
+            facts.verbose.add(env["test_id"])
+            if boundary == "backend.request.ingress" and md.get("inbound_test_id_adopted") is False:
+                facts.minted.add(env["test_id"])
+    facts.read = len(readable) == len(sources)
     return facts

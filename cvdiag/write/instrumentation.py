@@ -24,8 +24,9 @@ from cvdiag.write.propagation import instrument_httpx, uninstrument_httpx
 
 __all__ = ["CLIENTS", "instrument", "uninstrument"]
 
-#: What ``instrument`` can instrument (``requests`` is urllib3: it sends through it).
-CLIENTS: tuple[str, ...] = ("httpx", "aiohttp", "urllib3", "botocore")
+#: What ``instrument`` can instrument (``requests`` is urllib3: it sends through it;
+#: ``http.client`` is the standard library's, under ``urllib.request`` too).
+CLIENTS: tuple[str, ...] = ("httpx", "aiohttp", "urllib3", "botocore", "http.client")
 _OFF_ENV = "CVDIAG_INSTRUMENT_OFF"
 _LLM_SWITCH = "CVDIAG_LLM_CAPTURE"
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -86,6 +87,8 @@ def _switches(overrides: dict[str, bool | None]) -> dict[str, bool]:
     off = {name.strip().lower() for name in (os.environ.get(_OFF_ENV) or "").split(",") if name.strip()}
     if "requests" in off:
         off.add("urllib3")
+    if "urllib" in off:
+        off.add("http.client")
     return {name: (name not in off) if overrides.get(name) is None else bool(overrides[name]) for name in CLIENTS}
 
 
@@ -117,6 +120,7 @@ def instrument(
     botocore: bool | None = None,
     llm: bool | None = None,
     heartbeat_s: float | None = None,
+    http_client: bool | None = None,
     otel: bool | None = None,
 ) -> dict[str, str]:
     """Instrument every supported HTTP client that is installed: the allow-listed headers
@@ -126,7 +130,9 @@ def instrument(
     is on unless ``CVDIAG_INSTRUMENT_OFF`` names it. ``requests`` is another name for
     ``urllib3``; ``botocore=False`` keeps urllib3 but stops reading Bedrock calls
     (botocore sends through urllib3, so ``urllib3=False`` leaves botocore out too).
-    ``llm`` and ``heartbeat_s`` are as for ``instrument_httpx``. Idempotent and undone by
+    ``llm`` and ``heartbeat_s`` are as for ``instrument_httpx``. ``http_client``: the
+    standard library's client (``urllib.request``; ``urllib`` in the environment's list).
+    Idempotent and undone by
     ``uninstrument()``. Returns each client's state: ``on``, ``pending`` (patched when
     first imported), ``off``, ``missing`` (not installed) or ``failed`` (a version whose
     internals cvdiag does not know; counted in ``cvdiag.stats()["internal_errors"]``).
@@ -140,7 +146,9 @@ def instrument(
         llm = (os.environ.get(_LLM_SWITCH) or "").strip().lower() not in _FALSE
     if requests is not None and urllib3 is None:
         urllib3 = requests
-    switches = _switches({"httpx": httpx, "aiohttp": aiohttp, "urllib3": urllib3, "botocore": botocore})
+    switches = _switches(
+        {"httpx": httpx, "aiohttp": aiohttp, "urllib3": urllib3, "botocore": botocore, "http.client": http_client}
+    )
     states: dict[str, str] = {}
     with _lock:
         if switches["httpx"]:
@@ -164,10 +172,22 @@ def instrument(
             states["botocore"] = states["urllib3"]
         else:
             states["botocore"] = "off"
+        states["http.client"] = _http_client(switches["http.client"], llm)
         if otel is None:
             otel = "otel" not in (os.environ.get(_OFF_ENV) or "").lower().replace(" ", "").split(",")
         states["otel"] = _otel(otel)
     return states
+
+
+def _http_client(on: bool, llm: bool) -> str:
+    """The standard library's client: always there, patched now (a private module does it)."""
+    if not on:
+        _uninstall("http.client", "cvdiag.write._httpclient_capture")
+        return "off"
+    from cvdiag.write import _httpclient_capture
+
+    _httpclient_capture.install(llm=llm)
+    return "on"
 
 
 def _otel(on: bool) -> str:
@@ -241,6 +261,7 @@ def uninstrument() -> None:
         uninstrument_httpx()
         _uninstall("aiohttp", "cvdiag.write._aiohttp_capture")
         _uninstall("urllib3", "cvdiag.write._urllib3_capture")
+        _uninstall("http.client", "cvdiag.write._httpclient_capture")
         _stop_otel()
         if _after_import in sys.meta_path and not _after_import.waiting:
             sys.meta_path.remove(_after_import)
