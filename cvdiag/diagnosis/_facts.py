@@ -200,6 +200,11 @@ class Facts:
             self.agentic = Agentic()
         return self.agentic
 
+    def answered(self, response: Response, duration_ms: Any) -> None:
+        """One LLM answer was folded (``_fold_llm``), read as ``response``: nothing more to
+        keep here. A subclass that keeps more of each answer (the history's LLM time and
+        tokens) takes it from here, so its numbers are the ones the rules read."""
+
 
 #: Folds one envelope of a boundary into the facts: (facts, metadata, outcome, order key,
 #: envelope). Each ``_fold_*`` module lists its own in a ``HANDLERS`` table.

@@ -76,6 +76,7 @@ def _response(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) -> N
     )
     if later(ev.llm_last_response, ev.llm_last_response_key, key):
         ev.llm_last_response_key, ev.llm_last_response = key, response
+    ev.answered(response, env.get("duration_ms"))
 
 
 def _answer_extra(ev: Facts, md: Mapping, outcome: Any, key: Any) -> tuple | None:

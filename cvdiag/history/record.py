@@ -1,5 +1,6 @@
 """A run as history rows: its tests from logs (the rows and diagnoses ``cvdiag tests``
-computes, plus LLM time, attempts, tokens and failed tool calls counted here) and the
+computes, and the LLM time, attempts, tokens and failed tool calls of the same pass:
+``_evidence``) and the
 run itself from the CI's environment (GitHub Actions, GitLab CI, Buildkite, CircleCI,
 Jenkins), a ``CVDIAG_RUN_ID``, or flags.
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cvdiag.contract.timestamps import wire_ts
+from cvdiag.history._evidence import RunEvidence
 from cvdiag.history.store import (
     FIELD_MAX,
     NAME_MAX,
@@ -25,24 +27,19 @@ from cvdiag.history.store import (
     URL_MAX,
     Result,
     Run,
-    count,
     keyed,
     number,
     tests_digest,
     text,
 )
 from cvdiag.read import correlate
-from cvdiag.read.count import each_envelope
 from cvdiag.read.parsing import Tally
 from cvdiag.read.sources import Source
 
 RUN_ID_ENV = "CVDIAG_RUN_ID"
 RUN_PART_ENV = "CVDIAG_RUN_PART"
-_LLM_START, _LLM_RESPONSE = "backend.llm.call.start", "backend.llm.call.response"
-_TOOL_RESPONSE = "backend.tool.call.response"
-_PROBE_START = "probe.start"
-#: The envelopes whose facts a result keeps beyond the ``tests`` row (``_Extra``).
-_EXTRA_BOUNDARIES = frozenset({_LLM_START, _LLM_RESPONSE, _TOOL_RESPONSE, _PROBE_START})
+#: A result's facts beyond its verdict, for a test with none (``RunEvidence.row_facts``).
+_NO_FACTS = RunEvidence("").row_facts()
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,34 +195,6 @@ def namer(pattern: str | None) -> Any:
     return name
 
 
-class _Extra:
-    """Per test: what the ``tests`` rows do not hold."""
-
-    __slots__ = ("llm_ms", "llm_responses", "llm_starts", "node", "tokens", "tool_failures")
-
-    def __init__(self) -> None:
-        self.llm_ms = 0.0
-        self.llm_starts = self.llm_responses = self.tokens = self.tool_failures = 0
-        self.node: str | None = None
-
-    def add(self, env: Mapping[str, Any]) -> None:
-        boundary = env.get("boundary")
-        meta = env.get("metadata") if isinstance(env.get("metadata"), dict) else {}
-        if boundary == _LLM_START:
-            self.llm_starts += 1
-        elif boundary == _LLM_RESPONSE:
-            self.llm_responses += 1
-            self.llm_ms += number(env.get("duration_ms")) or 0.0
-            used = (count(meta.get("prompt_tokens")) or 0) + (count(meta.get("completion_tokens")) or 0)
-            self.tokens += used or count(meta.get("response_token_count")) or 0
-        elif boundary == _TOOL_RESPONSE and env.get("outcome") in ("err", "timeout"):
-            self.tool_failures += 1
-        elif boundary == _PROBE_START and self.node is None:
-            url = meta.get("url")
-            if isinstance(url, str) and "::" in url and "://" not in url:  # the plugin's node id, not a page
-                self.node = url
-
-
 def _status(row: Mapping[str, Any]) -> str:
     return "fail" if row.get("status") == "fail" else "pass"
 
@@ -240,25 +209,20 @@ def tests_of(
     slow_s: float = 30.0,
     jobs: int = 1,
 ) -> tuple[list[Result], Tally]:
-    """One result per test id in ``sources``. ``labels`` names tests by id (the plugin's
-    node ids); ``outcomes`` are statuses a harness saw, which win over the envelopes'."""
+    """One result per test id in ``sources``, from the one pass that diagnoses them.
+    ``labels`` names tests by id (the plugin's node ids); ``outcomes`` are statuses a
+    harness saw, which win over the envelopes'."""
     name_of = name_of or (lambda tid: tid)
-    scan = correlate.scan_tests(list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True)
-    extra: dict[str, _Extra] = {}
-
-    def add(env: dict[str, Any]) -> None:
-        if env["boundary"] in _EXTRA_BOUNDARIES:
-            tid = env["test_id"]
-            (extra.get(tid) or extra.setdefault(tid, _Extra())).add(env)
-
-    each_envelope(list(sources), Tally(), add, _EXTRA_BOUNDARIES)  # the scan counted malformed lines already
+    scan = correlate.scan_tests(
+        list(sources), classify=True, slow_s=slow_s, jobs=jobs, keep_json=True, evidence=RunEvidence
+    )
     results = []
     for row in scan.rows:
         tid = row["test_id"]
         diag = row.get("_diagnosis") or {}
         facts = diag.get("evidence") or {}
-        more = extra.get(tid) or _Extra()
-        label = (labels or {}).get(tid) or more.node or name_of(tid)
+        more = diag.get("_facts") or _NO_FACTS
+        label = (labels or {}).get(tid) or more["node"] or name_of(tid)
         results.append(
             Result(
                 run_id=run_id,
@@ -270,10 +234,10 @@ def tests_of(
                 reason=text(diag.get("reason"), REASON_MAX),
                 duration_ms=number(row.get("duration_ms")),
                 ttfb_ms=number(facts.get("ttfb_ms")),
-                llm_ms=round(more.llm_ms, 3) if more.llm_responses else None,
-                llm_attempts=max(more.llm_starts, more.llm_responses),
-                tokens=more.tokens if more.llm_responses else None,
-                tool_failures=more.tool_failures,
+                llm_ms=more["llm_ms"],
+                llm_attempts=more["llm_attempts"],
+                tokens=more["tokens"],
+                tool_failures=more["tool_failures"],
                 slug=text(row.get("slug"), FIELD_MAX),
                 started_at=text(row.get("first_ts"), 40),
             )

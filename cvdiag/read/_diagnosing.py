@@ -70,15 +70,24 @@ class Detail:
 class Diagnosing:
     """What one process diagnoses: the tests ``share`` owns, judged against ``log_end``
     (None: the end of what the share reads); ``keep_json`` keeps each whole verdict (only
-    ``detail``'s whole, when given); ``detail``: what a report needs beyond the rows."""
+    ``detail``'s whole, when given); ``detail``: what a report needs beyond the rows.
+    ``evidence``: the class each test is folded into, ``diagnosis.Evidence`` or a subclass
+    that keeps more of the same lines; one with a ``row_facts()`` has them put in each
+    whole verdict, under ``_facts`` (the history's, read in the same pass)."""
 
-    __slots__ = ("detail", "keep_json", "log_end", "share", "slow_s")  # not a dataclass: see split.Share
+    __slots__ = ("detail", "evidence", "keep_json", "log_end", "share", "slow_s")  # not a dataclass: see split.Share
 
     def __init__(
-        self, share: Share, slow_s: float, log_end: float | None, keep_json: bool, detail: Detail | None = None
+        self,
+        share: Share,
+        slow_s: float,
+        log_end: float | None,
+        keep_json: bool,
+        detail: Detail | None = None,
+        evidence: Any = None,
     ) -> None:
         self.share, self.slow_s, self.log_end = share, slow_s, log_end
-        self.keep_json, self.detail = keep_json, detail
+        self.keep_json, self.detail, self.evidence = keep_json, detail, evidence
 
 
 def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float | None]:
@@ -90,10 +99,11 @@ def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float
     its row, never every verdict and every row at once."""
     from cvdiag.diagnosis import Evidence
 
+    evidence = task.evidence or Evidence
     share = task.share
     owns = share.owns()
     detail = task.detail
-    first = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, keep_lines=detail.lines if detail else 0)
+    first = fold.Fold(evidence, owns, budget=EVIDENCE_BUDGET, keep_lines=detail.lines if detail else 0)
     first.read(share.windows(by_range=False), share.progress, count=share.part == 0)
     latest = first.latest
     judge = _Judge(task, task.log_end if task.log_end is not None else latest)
@@ -101,7 +111,7 @@ def diagnose_share(task: Diagnosing) -> tuple[list[dict[str, Any]], Tally, float
     folder = first
     while folder.deferred:  # more tests than the budget: these are judged before the others are read
         verdicts.update(judge.every(folder.evidence, first.aggs))
-        folder = fold.Fold(Evidence, owns, budget=EVIDENCE_BUDGET, only=folder.deferred, fold_aggs=False)
+        folder = fold.Fold(evidence, owns, budget=EVIDENCE_BUDGET, only=folder.deferred, fold_aggs=False)
         folder.read(share.windows(by_range=False), None, count=False)
     last = folder.evidence
 
@@ -166,6 +176,7 @@ class _Judge:
 
         self._judge, self.thresholds, self.log_end = judge, Thresholds(slow_s=task.slow_s), log_end
         self.keep_json, self.detail = task.keep_json, task.detail
+        self.row_facts = hasattr(task.evidence, "row_facts")
 
     def __call__(self, ev: Any, status: str | None, *, kept: bool = False) -> Any:
         judged = self._judge(ev, self.thresholds, log_end=self.log_end)
@@ -174,7 +185,10 @@ class _Judge:
         detail = self.detail
         if detail is not None and status is not None and not detail.wants(ev.test_id, status, judged.cls):
             return judged if detail.keep is not None and not kept else judged.to_json(detail.facts)
-        return judged.to_json()
+        verdict = judged.to_json()
+        if self.row_facts:
+            verdict["_facts"] = ev.row_facts()
+        return verdict
 
     def every(self, evidence: dict[bytes, Any], aggs: dict[bytes, Any]) -> dict[bytes, Any]:
         """The verdict of each test of ``evidence``, let go as it is judged."""

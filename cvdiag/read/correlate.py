@@ -65,6 +65,7 @@ def scan_tests(
     keep_json: bool = False,
     progress: Callable[[int], None] | None = None,
     detail: Detail | None = None,
+    evidence: Any = None,
 ) -> TestScan:
     """One row per test id, in order of first appearance in time.
 
@@ -74,14 +75,16 @@ def scan_tests(
     each whole verdict in the row's ``_diagnosis``; ``detail`` (when diagnosing) keeps
     each test's LLM time (``_llm_ms``) and, for the tests it shows whole, their first
     envelopes as its reader took them (``_read``) and the whole verdict only for those:
-    what ``report`` needs beyond the rows, in the same pass.
+    what ``report`` needs beyond the rows, in the same pass. ``evidence`` (when
+    diagnosing): the class each test is folded into (``_diagnosing.Diagnosing``).
     """
     parts = jobs if split.worth_splitting(sources, jobs) else 1
     log_end = split.files_end(sources) if parts > 1 else None
     shares = [split.Share(sources, k, parts, progress if k == 0 else None) for k in range(parts)]
     work: Callable[[Any], tuple[Any, Tally, float | None]]
     if classify:
-        work, tasks = diagnose_share, [Diagnosing(share, slow_s, log_end, keep_json, detail) for share in shares]
+        tasks = [Diagnosing(share, slow_s, log_end, keep_json, detail, evidence) for share in shares]
+        work = diagnose_share
     else:
         work, tasks = fold.aggregate_share, shares
     results = split.run_parts(work, tasks, parts)

@@ -1,6 +1,5 @@
-"""Passes that want whole envelopes of a few boundaries and only counts of the rest:
-``stats`` (every envelope counted per slug, boundary and outcome, the latencies read) and
-the facts ``history add`` keeps beyond the ``tests`` rows (``each_envelope``).
+"""The ``stats`` pass: every envelope counted per slug, boundary and outcome, and whole
+envelopes only of the boundaries whose metadata gives a latency.
 
 Where the compiled fold is built, its count mode counts in C the emitter's lines that say
 nothing beyond their head (SSE events: most of a log) and that are certainly valid
@@ -76,14 +75,6 @@ def _count(share: split.Share, counting: _Counting) -> None:
         if progress is not None:
             progress(len(buf))
     counting.finish()
-
-
-def each_envelope(
-    sources: list[Source], tally: Tally, consume: Callable[[dict[str, Any]], None], boundaries: frozenset[str]
-) -> None:
-    """``consume`` every envelope of ``sources`` of one of ``boundaries``, and maybe others:
-    the compiled pass only counts the plain lines of the rest, the Python one hands all over."""
-    _read(sources, tally, None, consume, frozenset(b.encode() for b in boundaries), None)
 
 
 def _read(
