@@ -225,3 +225,34 @@ def test_a_big_file_is_translated_by_ranges_in_processes_with_the_same_rows(
     code, parts, err = run_in_process(["tests", "--json", str(path)])
     assert code in (0, 1) and "320 spans read" in err
     assert json.loads(parts) == json.loads(whole) and len(json.loads(whole)) == 40
+
+
+def _any_value(v: Any) -> dict[str, Any]:
+    if isinstance(v, dict):
+        return {"kvlistValue": {"values": [{"key": k, "value": _any_value(x)} for k, x in v.items()]}}
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if v is None:
+        return {}
+    return {"stringValue": str(v)}
+
+
+def test_cvdiag_envelopes_exported_as_log_records_are_read_back(tmp_path: Path) -> None:
+    from cvdiag.testing import envelope
+
+    env = envelope("backend.tool.call.response", test_id="t-logs", outcome="err", duration_ms=40,
+                   metadata={"tool_name": "forecast", "source": "mcp", "error_kind": "protocol",
+                             "error_excerpt": "Unknown city"})  # fmt: skip
+    records = [
+        {"timeUnixNano": "1", "body": _any_value(env), "attributes": []},
+        {"timeUnixNano": "2", "body": {"stringValue": "an app's own log line"}},
+    ]
+    doc = {"resourceLogs": [{"resource": {}, "scopeLogs": [{"scope": {"name": "cvdiag"}, "logRecords": records}]}]}
+    path = tmp_path / "logs.jsonl"
+    path.write_bytes(orjson.dumps(doc) + b"\n")
+    r = run("tests", "--json", path)
+    assert {row["test_id"]: row["class"] for row in json.loads(r.out)} == {"t-logs": "tool-error"}
+    assert "2 log records read, 1 evidence line for 1 test" in r.err
+    assert "1 log record that is no cvdiag envelope skipped" in r.err

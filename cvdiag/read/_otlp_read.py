@@ -56,10 +56,10 @@ class Tally:
         self.tests |= other.tests
 
     def note(self, name: str) -> str:
-        parts = [f"{self.spans:,} spans" if self.spans else "", f"{self.logs:,} log records" if self.logs else ""]
+        parts = [_n(self.spans, "span") if self.spans else "", _n(self.logs, "log record") if self.logs else ""]
         said = ", ".join(p for p in parts if p) or "nothing"
-        out = f"cvdiag: {name}: OpenTelemetry traces (OTLP JSON): {said} read, {self.lines:,} evidence lines"
-        out += f" for {len(self.tests):,} tests"
+        out = f"cvdiag: {name}: OpenTelemetry traces (OTLP JSON): {said} read, {_n(self.lines, 'evidence line')}"
+        out += f" for {_n(len(self.tests), 'test')}"
         if self.by_trace_id:
             out += f" ({len(self.by_trace_id):,} named by their trace id: no cvdiag.test_id or test.id)"
         problems = [
@@ -83,6 +83,10 @@ class Tally:
 
 
 # -- documents --------------------------------------------------------------------------------
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}{'' if count == 1 else 's'}"
 
 
 def documents(fh: BinaryIO, tally: Tally) -> Iterator[bytes]:
