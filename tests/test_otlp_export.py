@@ -238,6 +238,7 @@ def test_a_slow_collector_fills_the_export_queue_not_the_log(tmp_path: Path, mon
     ("variable", "value", "said"),
     [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318", "is not an http(s) URL; logs not exported"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://[::1", "is not an http(s) URL; logs not exported"),
         (
             "OTEL_EXPORTER_OTLP_PROTOCOL",
             "grpc",
