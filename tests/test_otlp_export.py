@@ -238,6 +238,7 @@ def test_a_slow_collector_fills_the_export_queue_not_the_log(tmp_path: Path, mon
     ("variable", "value", "said"),
     [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318", "is not an http(s) URL; logs not exported"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://[::1", "is not an http(s) URL; logs not exported"),
         (
             "OTEL_EXPORTER_OTLP_PROTOCOL",
             "grpc",
@@ -409,3 +410,48 @@ def test_with_openllmetry_active_cvdiags_llm_span_leaves_the_genai_view() -> Non
     keys = dict(span.attributes)
     assert "gen_ai.operation.name" not in keys and keys["cvdiag.gen_ai.request.model"] == "gpt-4o-mini"
     assert keys["http.response.status_code"] == 503 and keys["error.type"] == "503"
+
+
+EXIT = textwrap.dedent(
+    """
+    import asyncio, threading, time
+    import cvdiag
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    async def hang(request):
+        await asyncio.sleep(3600)
+
+    cvdiag.configure(enabled=True, otlp=True, stdout=False)
+    app = cvdiag.CvdiagMiddleware(Starlette(routes=[Route("/", hang)]), slug="svc")
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"x-test-id", b"open-at-exit")],
+             "query_string": b""}
+
+    async def receive():
+        await asyncio.sleep(3600)
+
+    async def send(message):
+        pass
+
+    threading.Thread(target=lambda: asyncio.run(app(scope, receive, send)), daemon=True).start()
+    with cvdiag.request_context(test_id="before", slug="svc"):
+        cvdiag.emit("backend.agent.enter", {"agent_name": "a", "model_id": None})
+    time.sleep(0.5)
+    """
+)
+
+
+def test_a_request_open_at_exit_is_exported_with_its_terminal_and_the_exit_line(tmp_path: Path) -> None:
+    """Process exit: the open request gets its terminal, which is exported too, before the
+    one line that accounts for every record."""
+    out = str(tmp_path / "otlp.jsonl")
+    with receiver(out) as r:
+        env = {**clean_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": r.endpoint, "PYTHONPATH": str(Path(__file__).parents[1])}
+        result = subprocess.run([sys.executable, "-c", EXIT], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    bodies = [value_of(rec["body"]) for rec in log_records(out)]
+    assert [(b["test_id"], b["boundary"]) for b in bodies] == [
+        ("before", "backend.agent.enter"),
+        ("open-at-exit", "backend.sse.aborted"),
+    ]
+    assert bodies[1]["metadata"]["termination_kind"] == "shutdown"

@@ -127,6 +127,7 @@ def test_protobuf_and_json_become_the_collectors_file_format(tmp_path: Path) -> 
         (b"not gzip", "application/json", "gzip", 400, "bad_body"),
         (gzip.compress(b"[" * 5000 + b"]" * 5000), "application/json", "br", 400, "bad_body"),
         (gzip.compress(b" " * 3_000_000), "application/json", "gzip", 400, "bad_body"),
+        (b'{"resourceLogs": [{"scopeLogs": [{"logRecords": 5}]}]}', "application/json", None, 400, "bad_body"),
     ],
 )
 def test_bad_bodies_are_refused_and_counted(

@@ -218,6 +218,9 @@ class Receiver:
             return
         try:
             self._serve(handler)
+        except Exception as exc:  # a body of an unforeseen shape: refused and counted, never a traceback
+            self._bump("bad_body")
+            _answer(handler, 400, f"unreadable: {type(exc).__name__}".encode(), close=True)
         finally:
             self._slots.release()
 
@@ -260,13 +263,14 @@ class Receiver:
         if key == "resourceMetrics":
             self._bump("ignored")
         elif document.get(key):
+            records = _count(document, key)
             try:
                 self._queue.put_nowait(orjson.dumps({key: document[key]}))
             except queue.Full:
                 self._bump("queue_full")
                 _answer(handler, 503, b"busy writing", retry_after=True)
                 return
-            self._bump("records", _count(document, key))
+            self._bump("records", records)
         _answer(handler, 200, b"{}" if json else b"", content_type="application/json" if json else None)
 
     def _write(self) -> None:

@@ -327,6 +327,11 @@ class OtlpSink:
 
     def at_exit(self) -> None:
         try:
+            # Requests still open get their terminal first (the middleware's own exit hook,
+            # which may run after this one, then finds them ended): they are exported too.
+            inflight = sys.modules.get("cvdiag.write._inflight")
+            if inflight is not None:
+                inflight._at_exit()
             self._flush_writer(EXIT_DRAIN_SECONDS)
             self.flush(EXIT_DRAIN_SECONDS)
             line, lost = self.summary()

@@ -91,11 +91,11 @@ def target(signal: str, environ: Mapping[str, str]) -> Target:
             base = (environ.get(variable) or DEFAULT_ENDPOINT).strip()
             given = base.rstrip("/") + PATHS[signal]
         url = given
-        parts = urllib.parse.urlsplit(given)
         try:
+            parts = urllib.parse.urlsplit(given)
             parts.port  # noqa: B018 (raises on a port that is not a number)
             good = parts.scheme in ("http", "https") and bool(parts.hostname)
-        except ValueError:
+        except ValueError:  # a malformed IPv6 host, a port that is not a number
             good = False
         if not good:
             problems.append(f"{variable}={given[:128]!r} is not an http(s) URL; {signal} not exported")
