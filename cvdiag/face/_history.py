@@ -46,13 +46,13 @@ def add(args: argparse.Namespace) -> int:
         return _add_kept(args)
     sources = _sources(args.paths, spool_stdin=True, test_id_attr=args.test_id_attr)  # read twice
     results, tally = record.tests_of(sources, "", name_of=name_of, slow_s=args.slow_s)
-    _note(tally)
-    if tally.untracked:
+    if tally.untracked:  # before the notes: "left out" is not what happens here
         raise InputError(
             f"the inputs hold more than {tally.untracked_limit:,} test ids, more than one pass reads: a run is "
             f"recorded whole or not at all, so nothing was recorded (add the logs of one run at a time, or raise "
             "CVDIAG_MAX_TESTS)"
         )
+    _note(tally)
     if not results:
         print("cvdiag: no tests found in the inputs; nothing recorded", file=sys.stderr)
         return NOTHING_EXIT
