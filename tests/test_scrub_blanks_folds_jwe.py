@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cvdiag.write.scrubber import REDACTED, SCAN_LIMIT, scrub, scrub_tree
+from cvdiag.contract.scrubber import REDACTED, SCAN_LIMIT, scrub, scrub_tree
 
 SECRETS = st.text(alphabet="abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=10, max_size=48)
 #: Any run of blanks a header or a log line may hold between a scheme and its token.

@@ -13,7 +13,7 @@ import itertools
 import os
 import sys
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -298,6 +298,18 @@ class Out:
             self.console().print(Text(text, style=style))
         else:
             self.stream.write(text + "\n")
+
+    def lines(self, before: str, numbers: Iterable[int], after: str, style: str | None = None) -> None:
+        """``line(f"{before}{n}{after}")`` for each of ``numbers``, the text made printable
+        once (a listing of one problem on millions of lines)."""
+        if self.color and style:
+            for n in numbers:
+                self.line(f"{before}{n}{after}", style)
+            return
+        head, tail = printable(before), printable(after) + "\n"
+        write = self.stream.write
+        for n in numbers:
+            write(f"{head}{n}{tail}")
 
     def prose(self, text: str, style: str | None = None, indent: str = "") -> None:
         """A sentence, wrapped at the terminal's width (a table row is cut instead)."""
