@@ -120,7 +120,7 @@ def _nothing(sources: list[Source], tally: Tally, found: str) -> int:
 
 #: Inputs up to this size are read once more for the facts beside ``tests``' rows (pytest
 #: node ids, minted ids); a bigger log is not read twice for them.
-_SIDE_FACTS_BYTES = 256 << 20
+_SIDE_FACTS_BYTES = 16 << 20
 
 
 def _side_facts(sources: list[Source]) -> Any:
