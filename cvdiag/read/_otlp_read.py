@@ -3,6 +3,7 @@ only when an input holds traces, with the contract's tables)."""
 
 from __future__ import annotations
 
+import base64
 import re
 import zlib
 from collections.abc import Iterator, Mapping
@@ -194,6 +195,43 @@ def lines_of(fh: BinaryIO, tally: Tally, test_id_attr: str | None = None) -> Ite
             tally.malformed += 1
 
 
+def proto_lines(fh: BinaryIO, tally: Tally, test_id_attr: str | None = None) -> Iterator[bytes]:
+    """The CVDIAG lines of the Collector's protobuf file: each ``ExportTraceServiceRequest``
+    after its 4-byte big-endian length (opentelemetry-proto reads it; its JSON mapping is
+    then read as OTLP JSON is, ids in base64)."""
+    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    while True:
+        prefix = fh.read(4)
+        if len(prefix) < 4:
+            tally.malformed += 1 if prefix else 0
+            return
+        size = int.from_bytes(prefix, "big")
+        if size > MAX_DOC_BYTES:
+            tally.too_big += 1
+            while size > 0:  # skipped as it streams by
+                skipped = len(fh.read(min(size, _READ)))
+                if not skipped:
+                    return
+                size -= skipped
+            continue
+        body = fh.read(size)
+        if len(body) < size:
+            tally.malformed += 1  # cut
+            return
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(body)
+        except DecodeError:
+            tally.malformed += 1
+            continue
+        tally.documents += 1
+        document = MessageToDict(request)
+        yield from _resource_spans(document.get("resourceSpans", []), tally, test_id_attr)
+
+
 # -- OTLP JSON --------------------------------------------------------------------------------
 
 
@@ -347,8 +385,18 @@ def _id(v: Any, length: int, tally: Tally, optional: bool = False) -> str | None
     text = v.lower().removeprefix("0x") if isinstance(v, str) else ""
     if len(text) == length and _HEX.fullmatch(text) and text.strip("0"):
         return text
+    if isinstance(v, str) and len(v) == _BASE64_LEN.get(length):  # protobuf's JSON mapping: bytes in base64
+        try:
+            raw = base64.b64decode(v, validate=True)
+        except ValueError:
+            raw = b""
+        if len(raw) * 2 == length and raw.strip(b"\0"):
+            return raw.hex()
     tally.bad_ids += 1
     return None
+
+
+_BASE64_LEN = {32: 24, 16: 12}
 
 
 # -- the SDK's own JSON (ReadableSpan.to_json) ---------------------------------------------------
