@@ -3,6 +3,7 @@ only when an input holds traces, with the contract's tables)."""
 
 from __future__ import annotations
 
+import base64
 import re
 import zlib
 from collections.abc import Iterator, Mapping
@@ -194,6 +195,43 @@ def lines_of(fh: BinaryIO, tally: Tally, test_id_attr: str | None = None) -> Ite
             tally.malformed += 1
 
 
+def proto_lines(fh: BinaryIO, tally: Tally, test_id_attr: str | None = None) -> Iterator[bytes]:
+    """The CVDIAG lines of the Collector's protobuf file: each ``ExportTraceServiceRequest``
+    after its 4-byte big-endian length (opentelemetry-proto reads it; its JSON mapping is
+    then read as OTLP JSON is, ids in base64)."""
+    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    while True:
+        prefix = fh.read(4)
+        if len(prefix) < 4:
+            tally.malformed += 1 if prefix else 0
+            return
+        size = int.from_bytes(prefix, "big")
+        if size > MAX_DOC_BYTES:
+            tally.too_big += 1
+            while size > 0:  # skipped as it streams by
+                skipped = len(fh.read(min(size, _READ)))
+                if not skipped:
+                    return
+                size -= skipped
+            continue
+        body = fh.read(size)
+        if len(body) < size:
+            tally.malformed += 1  # cut
+            return
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(body)
+        except DecodeError:
+            tally.malformed += 1
+            continue
+        tally.documents += 1
+        document = MessageToDict(request)
+        yield from _resource_spans(document.get("resourceSpans", []), tally, test_id_attr)
+
+
 # -- OTLP JSON --------------------------------------------------------------------------------
 
 
@@ -239,38 +277,47 @@ def _wanted(test_id_attr: str | None) -> frozenset[str]:
 def _otlp_span(
     span: Any, resource: Mapping[str, Any], scope: Any, wanted: frozenset[str], tally: Tally
 ) -> SpanView | None:
-    if not isinstance(span, dict):
+    if type(span) is not dict:
         tally.malformed += 1
         return None
-    start, end = _nanos(span.get("startTimeUnixNano")), _nanos(span.get("endTimeUnixNano"))
+    get = span.get
+    start, end = _nanos(get("startTimeUnixNano")), _nanos(get("endTimeUnixNano"))
     if not end or end < start:
         tally.unfinished += 1
         return None
-    status = span.get("status") if isinstance(span.get("status"), dict) else {}
-    code = status.get("code")
-    events = tuple(
-        ("exception", _nanos(e.get("timeUnixNano")), _attributes(e.get("attributes")))
-        for e in _list(span.get("events"))[-4:]  # the last exception is the one read
-        if type(e) is dict and e.get("name") == "exception"
-    )
-    kind = span.get("kind")
+    status = get("status")
+    if type(status) is not dict:
+        status = _NO_STATUS
+    message = status.get("message")
+    raw_events = get("events")
+    events: tuple[tuple[str, int, Mapping[str, Any]], ...] = ()
+    if raw_events:
+        events = tuple(
+            ("exception", _nanos(e.get("timeUnixNano")), _attributes(e.get("attributes")))
+            for e in _list(raw_events)[-4:]  # the last exception is the one read
+            if type(e) is dict and e.get("name") == "exception"
+        )
+    parent = get("parentSpanId")
+    kind = get("kind")
+    name = get("name")
     return SpanView(
-        name=str(span.get("name") or "")[:512],
-        trace_id=_id(span.get("traceId"), 32, tally) or "",
-        span_id=_id(span.get("spanId"), 16, tally) or "",
-        parent_span_id=_id(span.get("parentSpanId"), 16, tally, optional=True),
+        name=name[:512] if type(name) is str else str(name or "")[:512],
+        trace_id=_id(get("traceId"), 32, tally) or "",
+        span_id=_id(get("spanId"), 16, tally) or "",
+        parent_span_id=_id(parent, 16, tally, optional=True) if parent else None,
         start_ns=start,
         end_ns=end,
-        status_error=code in (2, "STATUS_CODE_ERROR"),
-        status_message=status.get("message") if isinstance(status.get("message"), str) else None,
-        attributes=_attributes(span.get("attributes"), wanted),
+        status_error=status.get("code") in (2, "STATUS_CODE_ERROR"),
+        status_message=message if type(message) is str else None,
+        attributes=_attributes(get("attributes"), wanted),
         events=events,
-        kind=_KINDS.get(kind, kind if isinstance(kind, int) else 0),
-        scope=scope if isinstance(scope, str) else "",
+        kind=_KINDS.get(kind, kind if type(kind) is int else 0),
+        scope=scope if type(scope) is str else "",
         resource=resource,
     )
 
 
+_NO_STATUS: dict[str, Any] = {}
 _KINDS = {
     "SPAN_KIND_UNSPECIFIED": 0,
     "SPAN_KIND_INTERNAL": 1,
@@ -327,12 +374,10 @@ def _value(v: Any, depth: int) -> Any:
 
 
 def _nanos(v: Any) -> int:
-    if isinstance(v, bool):
-        return 0
-    if isinstance(v, int):
+    if type(v) is str:  # OTLP JSON's 64-bit integers: strings
+        return int(v) if len(v) <= 20 and v.isdigit() else 0
+    if type(v) is int:
         return v if v > 0 else 0
-    if isinstance(v, str) and v.isdigit() and len(v) <= 20:
-        return int(v)
     return 0
 
 
@@ -347,8 +392,18 @@ def _id(v: Any, length: int, tally: Tally, optional: bool = False) -> str | None
     text = v.lower().removeprefix("0x") if isinstance(v, str) else ""
     if len(text) == length and _HEX.fullmatch(text) and text.strip("0"):
         return text
+    if isinstance(v, str) and len(v) == _BASE64_LEN.get(length):  # protobuf's JSON mapping: bytes in base64
+        try:
+            raw = base64.b64decode(v, validate=True)
+        except ValueError:
+            raw = b""
+        if len(raw) * 2 == length and raw.strip(b"\0"):
+            return raw.hex()
     tally.bad_ids += 1
     return None
+
+
+_BASE64_LEN = {32: 24, 16: 12}
 
 
 # -- the SDK's own JSON (ReadableSpan.to_json) ---------------------------------------------------
@@ -434,7 +489,9 @@ def _line(view: SpanView, tally: Tally, test_id_attr: str | None) -> bytes | Non
             {"total_duration_ms": duration, "source": "otel"},
             "",
         )
-        out += _envelope(view, test_id, end, new_span_id())
+        # Its own span id, made from the root's so that a file reads the same every time.
+        end_id = f"{int(view.span_id, 16) ^ 1 << 63:016x}" if view.span_id else new_span_id()
+        out += _envelope(view, test_id, end, end_id)
     return out
 
 
