@@ -86,7 +86,7 @@ def mcp_session() -> None:
 
 def invented_framework() -> None:
     """A framework no table names ("acme-agents"), emitting OpenInference spans of its own:
-    a tool that raised, handed back, and the agent run around it."""
+    a tool that raised, and the agent run around it."""
     cvdiag.instrument()
     from opentelemetry import trace
 
