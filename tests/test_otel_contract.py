@@ -290,7 +290,8 @@ def test_the_test_id_comes_from_the_span_then_its_resource_then_baggage() -> Non
     assert span_test_id(view("x", {"test.id": "T-1", "cvdiag.test_id": "t-2"})) == "t-2"
     assert span_test_id(view("x", {}, resource={"test.id": "Run 7"})) == "run7"
     assert span_test_id(view("x", {}), {"cvdiag.test_id": "from-baggage"}) == "from-baggage"
-    assert span_test_id(view("x", {"session.id": "s-1", "test.id": "t"}), attr="session.id") == "s-1"
+    assert span_test_id(view("x", {"session.id": "s-1"}), attr="session.id") == "s-1"
+    assert span_test_id(view("x", {"session.id": "s-1", "test.id": "t"}), attr="session.id") == "t"
     assert span_test_id(view("x", {"test.id": "!!!"})) is None
 
 
@@ -400,3 +401,35 @@ def test_a_span_view_built_badly_is_no_evidence_not_a_crash() -> None:
     )
     ev = read_span(span)
     assert ev is None or ev.duration_ms is None
+
+
+def test_pydantic_ai_retries_are_errors_handed_back_and_failed_output_checks() -> None:
+    cause = (
+        "1 validation error for Forecast\ndegrees\n  Input should be a valid integer [type=int_parsing,"
+        " input_value='warm', input_type=str]"
+    )
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "final_result"}
+    output = read_span(
+        view(
+            "execute_tool final_result",
+            {**attrs, "pydantic_ai.output.retry.cause": cause, "pydantic_ai.output.retry.attempt": 1},
+        )
+    )
+    assert output is not None and output.boundary == "backend.agent.output" and output.outcome == "err"
+    assert (output.metadata["valid"], output.metadata["attempts"], output.metadata["schema_name"]) == (
+        False,
+        1,
+        "Forecast",
+    )
+    assert "warm" not in str(output.metadata)
+    done = read_span(view("running output function", {}))
+    assert done is not None and done.boundary == "backend.agent.output" and done.metadata["valid"] is True
+    retried = read_span(
+        view(
+            "execute_tool lookup",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+             "pydantic_ai.tool.retry.cause": "no city called Atlantis"},
+        )
+    )  # fmt: skip
+    assert retried is not None and retried.outcome == "err" and retried.metadata["handed_back"] is True
+    assert retried.metadata["error_excerpt"] == "no city called Atlantis"

@@ -123,6 +123,13 @@ def test_the_test_id_comes_from_an_attribute_the_user_names(tmp_path: Path) -> N
     assert _classes(path) == {"t-9": "tool-error"}
 
 
+def test_ids_in_base64_as_protobufs_json_mapping_writes_them_are_read(tmp_path: Path) -> None:
+    span = _span("execute_tool a", {**_FAILED_TOOL}, trace="W47/95gDgQPSabYzgT/GDA==", span="7uGbfsPBsXQ=", error=True)
+    path = tmp_path / "b64.jsonl"
+    path.write_bytes(_doc(span))
+    assert _classes(path) == {"5b8efff798038103d269b633813fc60c": "tool-error"}
+
+
 def test_gzip_and_stdin_are_read_too(tmp_path: Path) -> None:
     data = _doc(_span("execute_tool fetch_invoice", {**_FAILED_TOOL, "cvdiag.test_id": "t-1"}, error=True))
     path = tmp_path / "spans.json.gz"
@@ -225,3 +232,61 @@ def test_a_big_file_is_translated_by_ranges_in_processes_with_the_same_rows(
     code, parts, err = run_in_process(["tests", "--json", str(path)])
     assert code in (0, 1) and "320 spans read" in err
     assert json.loads(parts) == json.loads(whole) and len(json.loads(whole)) == 40
+
+
+def _any_value(v: Any) -> dict[str, Any]:
+    if isinstance(v, dict):
+        return {"kvlistValue": {"values": [{"key": k, "value": _any_value(x)} for k, x in v.items()]}}
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if v is None:
+        return {}
+    return {"stringValue": str(v)}
+
+
+def test_cvdiag_envelopes_exported_as_log_records_are_read_back(tmp_path: Path) -> None:
+    from cvdiag.testing import envelope
+
+    env = envelope("backend.tool.call.response", test_id="t-logs", outcome="err", duration_ms=40,
+                   metadata={"tool_name": "forecast", "source": "mcp", "error_kind": "protocol",
+                             "error_excerpt": "Unknown city"})  # fmt: skip
+    records = [
+        {"timeUnixNano": "1", "body": _any_value(env), "attributes": []},
+        {"timeUnixNano": "2", "body": {"stringValue": "an app's own log line"}},
+    ]
+    doc = {"resourceLogs": [{"resource": {}, "scopeLogs": [{"scope": {"name": "cvdiag"}, "logRecords": records}]}]}
+    path = tmp_path / "logs.jsonl"
+    path.write_bytes(orjson.dumps(doc) + b"\n")
+    r = run("tests", "--json", path)
+    assert {row["test_id"]: row["class"] for row in json.loads(r.out)} == {"t-logs": "tool-error"}
+    assert "2 log records read, 1 evidence line for 1 test" in r.err
+    assert "1 log record that is no cvdiag envelope skipped" in r.err
+
+
+def test_the_collectors_protobuf_file_is_read_where_opentelemetry_proto_is(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.proto")
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.trace import Status, StatusCode
+    from otelkit import recorder
+
+    provider, exporter = recorder()
+    tracer = provider.get_tracer("acme-agents")
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    with (
+        tracer.start_as_current_span("invoke_agent billing", attributes=agent),
+        tracer.start_as_current_span(
+            "execute_tool fetch_invoice", attributes={**_FAILED_TOOL, "test.id": "t-proto"}
+        ) as span,
+    ):
+        span.record_exception(LookupError("invoice 42 missing"))
+        span.set_status(Status(StatusCode.ERROR))
+    body = encode_spans(exporter.get_finished_spans()).SerializeToString()
+    path = tmp_path / "traces.binpb"
+    path.write_bytes(len(body).to_bytes(4, "big") + body + b"\x00\x00\x00\x40" + b"\x0a" * 7)  # then a cut one
+    r = run("tests", "--json", path)
+    assert {row["test_id"]: row["class"] for row in json.loads(r.out)}["t-proto"] == "tool-error"
+    assert "1 malformed or cut record" in r.err
+    d = run("diagnose", "t-proto", path)
+    assert "raising LookupError: 'invoice 42 missing'" in d.out

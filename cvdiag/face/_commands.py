@@ -60,8 +60,8 @@ def when(text: str) -> float:
 
 #: ``--test-id-attr``: where a span from a file names its test.
 TEST_ID_ATTR_HELP = (
-    "OpenTelemetry traces (OTLP JSON): the span or resource attribute that holds the test id "
-    "(default: cvdiag.test_id, then test.id, else the trace id)"
+    "OpenTelemetry traces (OTLP JSON): the span or resource attribute that holds the test id of "
+    "spans with no cvdiag.test_id, test.id or baggage cvdiag.test_id (else their trace id)"
 )
 
 

@@ -3,6 +3,7 @@ only when an input holds traces, with the contract's tables)."""
 
 from __future__ import annotations
 
+import base64
 import re
 import zlib
 from collections.abc import Iterator, Mapping
@@ -16,7 +17,7 @@ import orjson
 from cvdiag.contract.ids import new_span_id, sanitize_slug
 from cvdiag.contract.otel import SpanEvidence, SpanView, read_span, scrub_metadata, span_test_id
 from cvdiag.contract.otel._conventions import READ_KEYS
-from cvdiag.contract.otel._read import BAGGAGE_TEST_ID, TEST_ID_KEYS
+from cvdiag.contract.otel._read import TEST_ID_KEYS
 from cvdiag.contract.schema import CATALOG, DEFAULT_DEMO, EDGE_HEADERS, PREFIX, SCHEMA_VERSION
 from cvdiag.contract.timestamps import wire_ts
 
@@ -56,10 +57,10 @@ class Tally:
         self.tests |= other.tests
 
     def note(self, name: str) -> str:
-        parts = [f"{self.spans:,} spans" if self.spans else "", f"{self.logs:,} log records" if self.logs else ""]
+        parts = [_n(self.spans, "span") if self.spans else "", _n(self.logs, "log record") if self.logs else ""]
         said = ", ".join(p for p in parts if p) or "nothing"
-        out = f"cvdiag: {name}: OpenTelemetry traces (OTLP JSON): {said} read, {self.lines:,} evidence lines"
-        out += f" for {len(self.tests):,} tests"
+        out = f"cvdiag: {name}: OpenTelemetry traces (OTLP JSON): {said} read, {_n(self.lines, 'evidence line')}"
+        out += f" for {_n(len(self.tests), 'test')}"
         if self.by_trace_id:
             out += f" ({len(self.by_trace_id):,} named by their trace id: no cvdiag.test_id or test.id)"
         problems = [
@@ -83,6 +84,10 @@ class Tally:
 
 
 # -- documents --------------------------------------------------------------------------------
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}{'' if count == 1 else 's'}"
 
 
 def documents(fh: BinaryIO, tally: Tally) -> Iterator[bytes]:
@@ -188,6 +193,43 @@ def lines_of(fh: BinaryIO, tally: Tally, test_id_attr: str | None = None) -> Ite
                     yield line
         else:
             tally.malformed += 1
+
+
+def proto_lines(fh: BinaryIO, tally: Tally, test_id_attr: str | None = None) -> Iterator[bytes]:
+    """The CVDIAG lines of the Collector's protobuf file: each ``ExportTraceServiceRequest``
+    after its 4-byte big-endian length (opentelemetry-proto reads it; its JSON mapping is
+    then read as OTLP JSON is, ids in base64)."""
+    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    while True:
+        prefix = fh.read(4)
+        if len(prefix) < 4:
+            tally.malformed += 1 if prefix else 0
+            return
+        size = int.from_bytes(prefix, "big")
+        if size > MAX_DOC_BYTES:
+            tally.too_big += 1
+            while size > 0:  # skipped as it streams by
+                skipped = len(fh.read(min(size, _READ)))
+                if not skipped:
+                    return
+                size -= skipped
+            continue
+        body = fh.read(size)
+        if len(body) < size:
+            tally.malformed += 1  # cut
+            return
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(body)
+        except DecodeError:
+            tally.malformed += 1
+            continue
+        tally.documents += 1
+        document = MessageToDict(request)
+        yield from _resource_spans(document.get("resourceSpans", []), tally, test_id_attr)
 
 
 # -- OTLP JSON --------------------------------------------------------------------------------
@@ -343,8 +385,18 @@ def _id(v: Any, length: int, tally: Tally, optional: bool = False) -> str | None
     text = v.lower().removeprefix("0x") if isinstance(v, str) else ""
     if len(text) == length and _HEX.fullmatch(text) and text.strip("0"):
         return text
+    if isinstance(v, str) and len(v) == _BASE64_LEN.get(length):  # protobuf's JSON mapping: bytes in base64
+        try:
+            raw = base64.b64decode(v, validate=True)
+        except ValueError:
+            raw = b""
+        if len(raw) * 2 == length and raw.strip(b"\0"):
+            return raw.hex()
     tally.bad_ids += 1
     return None
+
+
+_BASE64_LEN = {32: 24, 16: 12}
 
 
 # -- the SDK's own JSON (ReadableSpan.to_json) ---------------------------------------------------
@@ -409,8 +461,8 @@ def _line(view: SpanView, tally: Tally, test_id_attr: str | None) -> bytes | Non
     root = view.parent_span_id is None and (evidence is None or evidence.boundary not in _TERMINALS)
     if evidence is None and not root:
         return None
-    baggage = view.attributes.get(f"baggage.{BAGGAGE_TEST_ID}")
-    test_id = span_test_id(view, {BAGGAGE_TEST_ID: baggage} if isinstance(baggage, str) else None, test_id_attr)
+    # A file holds no baggage: a BaggageSpanProcessor copies it onto the span as the attribute.
+    test_id = span_test_id(view, None, test_id_attr)
     if test_id is None:
         if not view.trace_id:
             tally.no_test += 1

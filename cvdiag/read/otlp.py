@@ -24,7 +24,6 @@ import itertools
 import os
 import re
 import sys
-import tempfile
 import zlib
 from typing import Any, BinaryIO
 
@@ -36,6 +35,17 @@ _SDK_HEAD = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"name"\s*:')
 
 
 # -- detecting and opening ----------------------------------------------------------------
+
+
+_PROTO_MAX_BYTES = 1 << 30  # a first length beyond this is no protobuf file of the Collector's
+
+
+def sniff_proto(head: bytes) -> bool:
+    """Whether an input starts as the Collector's protobuf file: a 4-byte big-endian length,
+    then an ``Export...ServiceRequest`` whose first field (``resource_spans``) is there."""
+    if len(head) < 6 or head[4] != 0x0A:
+        return False
+    return 0 < int.from_bytes(head[:4], "big") <= _PROTO_MAX_BYTES
 
 
 def sniff(head: bytes) -> bool:
@@ -85,7 +95,7 @@ def translated(sources: list[Source], test_id_attr: str | None = None, jobs: int
         try:
             head = _head(reader)
             if not sniff(head):
-                out.append(src)
+                out.append(_protobuf(src, reader, test_id_attr) if sniff_proto(head) else src)
             elif _splittable(src, reader, head):
                 out += _translate_parts(src, test_id_attr, jobs)
             else:
@@ -150,6 +160,8 @@ class _TranslateRange:
         self.path, self.test_id_attr = path, test_id_attr
 
     def __call__(self, span: tuple[int, int]) -> tuple[str, Any]:
+        import tempfile
+
         from cvdiag.read._otlp_read import Tally, lines_of
 
         start, end = span
@@ -175,8 +187,23 @@ class _Range:
         return data
 
 
-def _translate(src: Source, fh: BinaryIO, test_id_attr: str | None) -> Source:
-    from cvdiag.read._otlp_read import Tally, lines_of  # the contract's tables load only for traces
+def _protobuf(src: Source, fh: BinaryIO, test_id_attr: str | None) -> Source:
+    """A protobuf OTLP file, read where ``opentelemetry-proto`` is installed; said otherwise."""
+    try:
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: F401
+    except ImportError:
+        print(
+            f"cvdiag: {src.name} looks like OpenTelemetry traces in protobuf: install opentelemetry-proto to read them",
+            file=sys.stderr,
+        )
+        return src
+    return _translate(src, fh, test_id_attr, proto=True)
+
+
+def _translate(src: Source, fh: BinaryIO, test_id_attr: str | None, proto: bool = False) -> Source:
+    import tempfile  # only for traces: every command looks at its inputs, few hold any
+
+    from cvdiag.read._otlp_read import Tally, lines_of, proto_lines  # the contract's tables: only for traces
     from cvdiag.read.spool import _anonymous, _remove, limit
 
     fd, name = tempfile.mkstemp(prefix="cvdiag-otlp-")
@@ -186,7 +213,7 @@ def _translate(src: Source, fh: BinaryIO, test_id_attr: str | None) -> Source:
     written = 0
     try:
         with os.fdopen(fd, "wb", closefd=False) as out:
-            for line in lines_of(fh, tally, test_id_attr):
+            for line in (proto_lines if proto else lines_of)(fh, tally, test_id_attr):
                 written += len(line)
                 if written > cap:
                     raise InputError(f"the translation of {src.name} is bigger than the {cap} bytes cvdiag may copy")

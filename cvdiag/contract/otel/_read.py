@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -69,34 +70,61 @@ def read_span(span: SpanView) -> SpanEvidence | None:
 
 
 def span_test_id(span: SpanView, baggage: Mapping[str, str] | None = None, attr: str | None = None) -> str | None:
-    """The test a span belongs to: ``attr`` when given, else ``cvdiag.test_id``, then
-    ``test.id`` (on the span, then its resource), then baggage ``cvdiag.test_id``.
+    """The test a span belongs to (spec section 9): ``cvdiag.test_id``, then ``test.id``
+    (on the span, then its resource), then baggage ``cvdiag.test_id``, then ``attr`` (a
+    file reader's ``--test-id-attr``, on the span or its resource).
 
     None when nothing names one: a file reader then falls back to the trace id.
     """
-    keys = (attr,) if attr else TEST_ID_KEYS
-    for key in keys:
+    for key in TEST_ID_KEYS:
         for where in (span.attributes, span.resource):
             found = _test_id(where.get(key))
             if found:
                 return found
-    if baggage and not attr:
-        return _test_id(baggage.get(BAGGAGE_TEST_ID))
+    if baggage:
+        found = _test_id(baggage.get(BAGGAGE_TEST_ID))
+        if found:
+            return found
+    if attr:
+        for where in (span.attributes, span.resource):
+            found = _test_id(where.get(attr))
+            if found:
+                return found
     return None
 
 
 def _test_id(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         return None
-    return sanitize_test_id(str(value)[:SCAN_LIMIT])
+    return _sanitized(str(value)[:SCAN_LIMIT])
+
+
+@lru_cache(maxsize=1024)
+def _sanitized(text: str) -> str | None:
+    """A test id as the spec adopts it (the spans of one test carry the same one)."""
+    return sanitize_test_id(text)
+
+
+#: Keys whose values ``read_span`` takes from its own vocabulary, never from a span.
+_OWN_WORDS = frozenset({"source", "kind", "error_kind", "otel_convention", "terminal_outcome"})
 
 
 def scrub_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """``metadata`` with every string scrubbed, then cut to its key's cap (spec section 7)."""
     return {
-        k: scrub_clipped(v, _TEXT_LIMITS.get(k, LLM_TEXT_MAX_CHARS)) if isinstance(v, str) else v
+        k: _scrubbed(v, _TEXT_LIMITS.get(k, LLM_TEXT_MAX_CHARS)) if type(v) is str and k not in _OWN_WORDS else v
         for k, v in metadata.items()
     }
+
+
+def _scrubbed(text: str, limit: int) -> str:
+    # Names (tools, agents, models) repeat span after span: their scrub is remembered.
+    return _scrubbed_name(text, limit) if len(text) <= 128 else scrub_clipped(text, limit)
+
+
+@lru_cache(maxsize=4096)
+def _scrubbed_name(text: str, limit: int) -> str:
+    return scrub_clipped(text, limit)
 
 
 # -- the mapping ----------------------------------------------------------------------------
