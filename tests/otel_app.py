@@ -86,7 +86,7 @@ def mcp_session() -> None:
 
 def invented_framework() -> None:
     """A framework no table names ("acme-agents"), emitting OpenInference spans of its own:
-    a tool that raised, and the agent run around it."""
+    a tool that raised, the agent run around it, and an LLM call no HTTP capture saw."""
     cvdiag.instrument()
     from opentelemetry import trace
 
@@ -107,6 +107,14 @@ def invented_framework() -> None:
             except PermissionError as exc:
                 span.record_exception(exc)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
+        with (
+            request_context(test_id="t-acme"),
+            tracer.start_as_current_span(
+                "AcmeModel.complete",  # a call through its own client: no HTTP capture saw it
+                attributes={"openinference.span.kind": "LLM", "llm.model_name": "acme-1"},
+            ),
+        ):
+            pass
         cvdiag.flush()
     print(json.dumps([{"boundary": e["boundary"], "outcome": e["outcome"], **e["metadata"]} for e in envelopes]))
 

@@ -134,7 +134,7 @@ def test_a_framework_no_table_names_is_read_by_its_convention():
         [sys.executable, APP, "acme", "on"], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    tool, agent = json.loads(done.stdout)
+    tool, agent, llm = json.loads(done.stdout)
     assert (tool["boundary"], tool["outcome"], tool["tool_name"], tool["call_id"]) == (
         "backend.tool.call.response",
         "err",
@@ -147,3 +147,4 @@ def test_a_framework_no_table_names_is_read_by_its_convention():
         "openinference",
     )
     assert (agent["boundary"], agent["agent_name"], agent["source"]) == ("backend.agent.exit", "acme-support", "otel")
+    assert (llm["boundary"], llm["model"], llm["source"]) == ("backend.llm.call.response", "acme-1", "otel")
