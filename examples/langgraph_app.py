@@ -21,6 +21,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from pydantic import BaseModel
 
 import cvdiag
 from examples.agent_sse import HEARTBEAT_S, MAX_RETRIES, MODEL, SPANS, agent_app
@@ -69,4 +70,19 @@ async def answer(message: str) -> AsyncIterator[str]:
             yield chunk.content
 
 
-app = agent_app("langgraph", "langgraph-agent", MODEL, answer)
+class OrderReport(BaseModel):
+    order_id: str
+    status: str
+
+
+reporter = ChatOpenAI(model=MODEL, base_url=os.environ.get("OPENAI_BASE_URL"), max_retries=MAX_RETRIES)
+reporter = reporter.with_structured_output(OrderReport, method="json_mode")
+
+
+async def report(message: str) -> AsyncIterator[str]:
+    """``/chat/report``: an ``OrderReport`` from the model's JSON (validated by pydantic)."""
+    result = await reporter.ainvoke([HumanMessage(message)])
+    yield result.model_dump_json()
+
+
+app = agent_app("langgraph", "langgraph-agent", MODEL, answer, more={"report": report})

@@ -4,7 +4,8 @@ exporter got and what cvdiag wrote, as one JSON object.
 
 ``python otel_app.py ORDER CVDIAG [SAMPLER]``: ORDER is where the app sets its provider
 (``before`` or ``after`` ``cvdiag.instrument()``, ``never``, or ``late``: after the first
-spans; ``mcp``: none, and an MCP stdio session whose SDK traces its own calls); CVDIAG
+spans; ``mcp``: none, and an MCP stdio session whose SDK traces its own calls; ``acme``:
+none, and a framework no table names emitting OpenInference spans); CVDIAG
 is ``on``, ``off`` (``instrument(otel=False)``) or ``absent`` (no
 ``instrument()`` at all); SAMPLER is ``on`` (the default) or ``off`` (``ALWAYS_OFF``).
 """
@@ -83,9 +84,47 @@ def mcp_session() -> None:
     print(json.dumps([{"outcome": e["outcome"], **e["metadata"]} for e in tools]))
 
 
+def invented_framework() -> None:
+    """A framework no table names ("acme-agents"), emitting OpenInference spans of its own:
+    a tool that raised, the agent run around it, and an LLM call no HTTP capture saw."""
+    cvdiag.instrument()
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("acme.agents", "0.1")
+    with cvdiag.testing.capture() as envelopes:
+        with (
+            request_context(test_id="t-acme"),
+            tracer.start_as_current_span(
+                "AcmeAgent.run", attributes={"openinference.span.kind": "AGENT", "agent.name": "acme-support"}
+            ),
+            tracer.start_as_current_span(
+                "AcmeTool.invoke",
+                attributes={"openinference.span.kind": "TOOL", "tool.name": "refund", "tool.id": "t_9"},
+            ) as span,
+        ):
+            try:
+                raise PermissionError("refunds over 500 EUR need approval")
+            except PermissionError as exc:
+                span.record_exception(exc)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
+        with (
+            request_context(test_id="t-acme"),
+            tracer.start_as_current_span(
+                "AcmeModel.complete",  # a call through its own client: no HTTP capture saw it
+                attributes={"openinference.span.kind": "LLM", "llm.model_name": "acme-1"},
+            ),
+        ):
+            pass
+        cvdiag.flush()
+    print(json.dumps([{"boundary": e["boundary"], "outcome": e["outcome"], **e["metadata"]} for e in envelopes]))
+
+
 def main() -> None:
     if ORDER == "mcp":
         mcp_session()
+        return
+    if ORDER == "acme":
+        invented_framework()
         return
     exporter = app_setup() if ORDER == "before" else None
     states = cvdiag.instrument(otel=CVDIAG == "on") if CVDIAG != "absent" else {}

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 
@@ -19,6 +21,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import cvdiag
+from cvdiag.write._stderr_tail import tail_text
 from cvdiag.write.propagation import instrument_httpx
 
 SERVER_SCRIPT = str(Path(__file__).parent / "mcp_server.py")
@@ -136,3 +139,20 @@ def test_an_app_whose_stdio_server_dies_at_start_reads_as_that_server_not_a_serv
     (verdict,) = json.loads(run_cli("diagnose", "mcp-app-dies", str(log), "--json").out)
     assert verdict["class"] == "tool-error", verdict
     assert PROGRAM in verdict["reason"]
+
+
+@given(st.binary(max_size=4096) | st.text(max_size=3000).map(str.encode))
+def test_a_stderr_tail_is_short_text_whatever_the_server_wrote(data):
+    tail = tail_text(data)
+    assert tail is None or (isinstance(tail, str) and 0 < len(tail) <= 512)
+
+
+def test_a_stderr_tail_keeps_the_exception_and_no_secret():
+    tail = tail_text(
+        b"Traceback (most recent call last):\n  File 'x.py', line 3\n"
+        b"KeyError: 'ORDERS_DB'\nusing key sk-proj-Zx9QabcdefghijklmnopqrstuvwxyZ0123456789\n"
+        + b"x" * 2000
+        + b"\nshutting down\n" * 6
+    )  # a 2,000-character line and six more after the exception: it is still kept
+    assert "KeyError: 'ORDERS_DB'" in tail
+    assert "Zx9Qabcdefghijklmnop" not in tail and len(tail) <= 512

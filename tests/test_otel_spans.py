@@ -125,3 +125,26 @@ def test_an_mcp_call_its_sdk_also_traced_is_one_line():
         ("forecast", "ok", "mcp"),
         ("explode", "err", "mcp"),
     ]
+
+
+def test_a_framework_no_table_names_is_read_by_its_convention():
+    """Diagnosed the day it emits OpenInference spans: nothing names "acme-agents"."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, APP, "acme", "on"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    tool, agent, llm = json.loads(done.stdout)
+    assert (tool["boundary"], tool["outcome"], tool["tool_name"], tool["call_id"]) == (
+        "backend.tool.call.response",
+        "err",
+        "refund",
+        "t_9",
+    )
+    assert (tool["error_class"], tool["error_excerpt"], tool["otel_convention"]) == (
+        "PermissionError",
+        "refunds over 500 EUR need approval",
+        "openinference",
+    )
+    assert (agent["boundary"], agent["agent_name"], agent["source"]) == ("backend.agent.exit", "acme-support", "otel")
+    assert (llm["boundary"], llm["model"], llm["source"]) == ("backend.llm.call.response", "acme-1", "otel")

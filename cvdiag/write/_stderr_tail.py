@@ -26,6 +26,8 @@ __all__ = ["Tee", "tail_text"]
 #: Bytes of a server's stderr kept (the end of it).
 KEEP = 8192
 _READ = 65536
+#: One line of the tail, at most (a line of 10 MB must not push the exception out).
+LINE_MAX = 200
 #: Box drawing and block characters of rich tracebacks (FastMCP logs through rich).
 _BOX = re.compile(r"[\u2500-\u259f\u2770-\u277f]")
 _SPACES = re.compile(r"[ \t]+")
@@ -35,7 +37,8 @@ _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit
 
 def tail_text(data: bytes) -> str | None:
     """A server's last stderr lines, scrubbed, at most ``STDERR_TAIL_MAX_CHARS``: the last two
-    exception lines (each with the line it wraps onto), then the last lines."""
+    exception lines (each with the short line it wraps onto), then as many of the last
+    lines as fit, each scrubbed and cut to ``LINE_MAX`` characters."""
     text = _SPACES.sub(" ", _BOX.sub(" ", data.decode("utf-8", "replace")))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
@@ -46,9 +49,12 @@ def tail_text(data: bytes) -> str | None:
             follow = lines[i + 1] if i + 1 < len(lines) and not _EXCEPTION.match(lines[i + 1]) else ""
             found.append(f"{line} {follow}".strip() if 0 < len(follow) <= 40 else line)
     last = lines[-4:]
-    picked = [line for line in found[-2:] if line not in last] + last
-    joined = "\n".join(picked)
-    return scrub_clipped(joined[-STDERR_TAIL_MAX_CHARS * 2 :], STDERR_TAIL_MAX_CHARS * 2)[-STDERR_TAIL_MAX_CHARS:]
+    head = [scrub_clipped(line, LINE_MAX) for line in found[-2:] if line not in last]
+    tail = [scrub_clipped(line, LINE_MAX) for line in last]
+    while tail and len("\n".join(head + tail)) > STDERR_TAIL_MAX_CHARS:
+        tail.pop(0)  # the exception lines stay; the oldest of the last lines goes first
+    joined = "\n".join(head + tail)
+    return joined[:STDERR_TAIL_MAX_CHARS] or None
 
 
 class Tee:

@@ -140,6 +140,7 @@ def test_the_framework_limit_is_named_with_its_value(ask, framework) -> None:
 
 
 def test_an_output_that_never_validated_is_invalid_from_its_span(ask) -> None:
+    """pydantic-ai retries its output tool until its retries run out."""
     run = ask("pydantic-ai", "report on order R-5", route="/chat/report")
 
     assert run.sse_error == "UnexpectedModelBehavior"
@@ -153,6 +154,27 @@ def test_an_output_that_never_validated_is_invalid_from_its_span(ask) -> None:
     )
     assert meta["attempts"] == 2
     assert run.diagnose()["class"] == "output-invalid"
+
+
+def test_a_structured_output_that_failed_its_schema_is_invalid_from_its_span(ask) -> None:
+    """LangGraph/LangChain's with_structured_output raising: its parser's span says why."""
+    run = ask("langgraph", "report on order R-6", route="/chat/report")
+
+    assert run.sse_error == "OutputParserException"
+    outputs = run.lines("backend.agent.output")
+    assert outputs
+    for output in outputs:
+        meta = output["metadata"]
+        assert (output["outcome"], meta["valid"], meta["source"], meta["schema_name"]) == (
+            "err",
+            False,
+            "otel",
+            "OrderReport",
+        )
+        assert meta["error_class"] == "OutputParserException"
+    verdict = run.diagnose()
+    assert verdict["class"] == "output-invalid"
+    assert "OrderReport" in verdict["reason"]
 
 
 def test_llm_calls_the_wire_saw_are_not_written_again(ask) -> None:
