@@ -97,7 +97,9 @@ def test_each_test_gets_its_own_uuid7_bound_for_its_whole_run(pytester: pytest.P
 
         def test_one(cvdiag_test_id, cvdiag_headers, id_in_setup):
             assert current_context().test_id == cvdiag_test_id == id_in_setup
-            assert cvdiag_headers == {"x-test-id": cvdiag_test_id}
+            trace = cvdiag_test_id.replace("-", "")
+            assert cvdiag_headers["x-test-id"] == cvdiag_test_id
+            assert cvdiag_headers["traceparent"].startswith(f"00-{trace}-") and len(cvdiag_headers) == 2
             seen.append(cvdiag_test_id)
 
         def test_two(cvdiag_test_id):

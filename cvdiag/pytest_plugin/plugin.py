@@ -574,9 +574,11 @@ def cvdiag_test_id(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def cvdiag_headers(cvdiag_test_id: str) -> dict[str, str]:
-    """``{"x-test-id": id}`` for clients that are not httpx/httpx2 (requests, aiohttp, browsers)."""
-    return {TEST_ID_HEADER: cvdiag_test_id}
+def cvdiag_headers(request: pytest.FixtureRequest) -> dict[str, str]:
+    """``{"x-test-id": id, "traceparent": the test's trace}`` for clients cvdiag does not
+    instrument (browsers, raw sockets)."""
+    state = _state(request)
+    return {TEST_ID_HEADER: state.test_id, TRACEPARENT_HEADER: state.ctx.forward[TRACEPARENT_HEADER]}
 
 
 @pytest.fixture

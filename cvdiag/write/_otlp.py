@@ -103,6 +103,35 @@ def record_of(env: dict[str, Any], observed_ns: int) -> LogRecord:
     )
 
 
+def _parsed(lines: Sequence[bytes]) -> list[dict[str, Any]]:
+    envelopes = []
+    for line in lines:
+        try:
+            envelopes.append(orjson.loads(line))
+        except orjson.JSONDecodeError:  # never happens for the emitter's own lines
+            continue
+    return envelopes
+
+
+def _records(batch: Sequence[bytes | LogRecord]) -> list[LogRecord]:
+    """A batch of written lines (and ready records, the plugin's verdict) as records."""
+    now = time.time_ns()
+    out = []
+    for item in batch:
+        if type(item) is LogRecord:
+            out.append(item)
+            continue
+        try:
+            env = orjson.loads(item)
+        except orjson.JSONDecodeError:  # never happens for the emitter's own lines: sent as text
+            out.append(
+                LogRecord(now, now, SEVERITY_WARN, bytes(item).decode("utf-8", "replace"), [], "cvdiag.unparsed")
+            )
+            continue
+        out.append(record_of(env, now))
+    return out
+
+
 class _AppLogger:
     """The application's own SDK ``LoggerProvider``, when it set one globally: records are
     handed to it (its processors and exporters count what becomes of them)."""
@@ -196,7 +225,7 @@ class OtlpSink:
         attrs = self._resource.attributes
         scope = (SCOPE_NAME, self._version)
         if signal == "logs":
-            return lambda batch, json: (json_logs if json else pb_logs)(attrs, scope, batch)
+            return lambda batch, json: (json_logs if json else pb_logs)(attrs, scope, _records(batch))
         return lambda batch, json: (json_spans if json else pb_spans)(attrs, scope, batch)
 
     def write(self, lines: list[bytes]) -> None:
@@ -214,22 +243,15 @@ class OtlpSink:
 
     def _write(self, lines: list[bytes], settings: Any) -> None:
         started = time.thread_time_ns()  # this thread's CPU: the cost per envelope, without GIL waits
-        envelopes = []
-        for line in lines:
-            try:
-                envelopes.append(orjson.loads(line))
-            except orjson.JSONDecodeError:  # never happens for the emitter's own lines
-                continue
-        if settings.otlp:
+        provider = self.app.provider() if settings.otlp else None
+        envelopes = _parsed(lines) if provider is not None or settings.otlp_spans else []
+        if provider is not None:
             now = time.time_ns()
-            records = [record_of(env, now) for env in envelopes]
-            provider = self.app.provider()
-            if provider is not None:
-                self.app.emit(provider, records)
-            else:
-                exporter = self._exporter("logs")
-                if exporter is not None:
-                    exporter.put(records)
+            self.app.emit(provider, [record_of(env, now) for env in envelopes])
+        elif settings.otlp and (exporter := self._exporter("logs")) is not None:
+            # The lines as they are: the export thread makes the records, the writer's
+            # thread (which the log sink shares) only hands them over.
+            exporter.put(lines)
         if settings.otlp_spans:
             exporter = self._exporter("traces")
             if exporter is not None:
