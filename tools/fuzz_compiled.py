@@ -92,7 +92,7 @@ def _read_all(log: Path, tid: str | None, workdir: Path) -> list[tuple[str, Any]
         if argv[0] == "report":
             text = page.read_text(errors="replace") if page.exists() else ""
             result = (result, re.sub(r'"generated":"[^"]*"', "", text))
-        out.append((" ".join(argv[:2]), result))
+        out.append((" ".join(a for a in argv if a not in (str(log), str(page))), result))
     return out
 
 
