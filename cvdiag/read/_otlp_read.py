@@ -277,38 +277,47 @@ def _wanted(test_id_attr: str | None) -> frozenset[str]:
 def _otlp_span(
     span: Any, resource: Mapping[str, Any], scope: Any, wanted: frozenset[str], tally: Tally
 ) -> SpanView | None:
-    if not isinstance(span, dict):
+    if type(span) is not dict:
         tally.malformed += 1
         return None
-    start, end = _nanos(span.get("startTimeUnixNano")), _nanos(span.get("endTimeUnixNano"))
+    get = span.get
+    start, end = _nanos(get("startTimeUnixNano")), _nanos(get("endTimeUnixNano"))
     if not end or end < start:
         tally.unfinished += 1
         return None
-    status = span.get("status") if isinstance(span.get("status"), dict) else {}
-    code = status.get("code")
-    events = tuple(
-        ("exception", _nanos(e.get("timeUnixNano")), _attributes(e.get("attributes")))
-        for e in _list(span.get("events"))[-4:]  # the last exception is the one read
-        if type(e) is dict and e.get("name") == "exception"
-    )
-    kind = span.get("kind")
+    status = get("status")
+    if type(status) is not dict:
+        status = _NO_STATUS
+    message = status.get("message")
+    raw_events = get("events")
+    events: tuple[tuple[str, int, Mapping[str, Any]], ...] = ()
+    if raw_events:
+        events = tuple(
+            ("exception", _nanos(e.get("timeUnixNano")), _attributes(e.get("attributes")))
+            for e in _list(raw_events)[-4:]  # the last exception is the one read
+            if type(e) is dict and e.get("name") == "exception"
+        )
+    parent = get("parentSpanId")
+    kind = get("kind")
+    name = get("name")
     return SpanView(
-        name=str(span.get("name") or "")[:512],
-        trace_id=_id(span.get("traceId"), 32, tally) or "",
-        span_id=_id(span.get("spanId"), 16, tally) or "",
-        parent_span_id=_id(span.get("parentSpanId"), 16, tally, optional=True),
+        name=name[:512] if type(name) is str else str(name or "")[:512],
+        trace_id=_id(get("traceId"), 32, tally) or "",
+        span_id=_id(get("spanId"), 16, tally) or "",
+        parent_span_id=_id(parent, 16, tally, optional=True) if parent else None,
         start_ns=start,
         end_ns=end,
-        status_error=code in (2, "STATUS_CODE_ERROR"),
-        status_message=status.get("message") if isinstance(status.get("message"), str) else None,
-        attributes=_attributes(span.get("attributes"), wanted),
+        status_error=status.get("code") in (2, "STATUS_CODE_ERROR"),
+        status_message=message if type(message) is str else None,
+        attributes=_attributes(get("attributes"), wanted),
         events=events,
-        kind=_KINDS.get(kind, kind if isinstance(kind, int) else 0),
-        scope=scope if isinstance(scope, str) else "",
+        kind=_KINDS.get(kind, kind if type(kind) is int else 0),
+        scope=scope if type(scope) is str else "",
         resource=resource,
     )
 
 
+_NO_STATUS: dict[str, Any] = {}
 _KINDS = {
     "SPAN_KIND_UNSPECIFIED": 0,
     "SPAN_KIND_INTERNAL": 1,
@@ -365,12 +374,10 @@ def _value(v: Any, depth: int) -> Any:
 
 
 def _nanos(v: Any) -> int:
-    if isinstance(v, bool):
-        return 0
-    if isinstance(v, int):
+    if type(v) is str:  # OTLP JSON's 64-bit integers: strings
+        return int(v) if len(v) <= 20 and v.isdigit() else 0
+    if type(v) is int:
         return v if v > 0 else 0
-    if isinstance(v, str) and v.isdigit() and len(v) <= 20:
-        return int(v)
     return 0
 
 
@@ -482,7 +489,9 @@ def _line(view: SpanView, tally: Tally, test_id_attr: str | None) -> bytes | Non
             {"total_duration_ms": duration, "source": "otel"},
             "",
         )
-        out += _envelope(view, test_id, end, new_span_id())
+        # Its own span id, made from the root's so that a file reads the same every time.
+        end_id = f"{int(view.span_id, 16) ^ 1 << 63:016x}" if view.span_id else new_span_id()
+        out += _envelope(view, test_id, end, end_id)
     return out
 
 
