@@ -30,7 +30,6 @@ from cvdiag.write._tool_wire import args_hash
 from cvdiag.write.propagation import instrument_httpx, uninstrument_httpx
 
 need("mcp")  # the frameworks extra: without it this module skips, saying so
-import mcp.client.stdio as stdio_module  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.client.session import ClientSession as SessionClass  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
