@@ -4,6 +4,7 @@ libraries finish, and against every convention family by its documented names.""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from otelkit import evidence, recorder, view
 
-from cvdiag.contract.otel import SpanView, read_span, scrub_metadata, span_test_id
+from cvdiag.contract.otel import FailureEchoes, SpanView, read_span, scrub_metadata, span_test_id
 from cvdiag.contract.otel._conventions import ALLOWED_KEYS, FAMILIES
 from cvdiag.contract.schema import CATALOG
 from cvdiag.contract.scrubber import SCAN_LIMIT
@@ -192,6 +193,35 @@ def test_a_structured_output_that_failed_its_schema_is_an_invalid_output() -> No
         " integer [type=int_parsing]"
     )
     assert "warm and sunny" not in str(ev.metadata)
+
+
+def _failed_output(span_id: str, parent: str | None, message: str = "1 validation error for Forecast") -> SpanView:
+    failed = view("RunnableSequence", {"openinference.span.kind": "CHAIN"}, exception=("ValidationError", message))
+    return dataclasses.replace(failed, trace_id="ab" * 16, span_id=span_id, parent_span_id=parent)
+
+
+def test_a_failure_the_spans_around_it_pass_on_is_read_once() -> None:
+    echoes = FailureEchoes()
+    parser, sequence, graph = (
+        _failed_output("01" * 8, "02" * 8),
+        _failed_output("02" * 8, "03" * 8),
+        _failed_output("03" * 8, None),
+    )
+    read = [echoes.is_echo(v, ev) for v in (parser, sequence, graph) if (ev := read_span(v)) is not None]
+    assert read == [False, True, True]  # the parser's failure, then two spans passing it on
+    other = _failed_output("04" * 8, "05" * 8, "1 validation error for Report")
+    parent = _failed_output("05" * 8, None)
+    assert [echoes.is_echo(v, read_span(v)) for v in (other, parent)] == [False, False]  # its own failure
+
+
+def test_the_failures_remembered_for_their_parents_are_bounded() -> None:
+    echoes = FailureEchoes(most=2)
+    for i in range(3):
+        child = _failed_output(f"{i:016x}", f"{i + 100:016x}")
+        echoes.is_echo(child, read_span(child))
+    oldest = _failed_output(f"{100:016x}", None)
+    newest = _failed_output(f"{102:016x}", None)
+    assert (echoes.is_echo(oldest, read_span(oldest)), echoes.is_echo(newest, read_span(newest))) == (False, True)
 
 
 def test_an_openllmetry_tool_and_llm_call() -> None:

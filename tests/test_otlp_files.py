@@ -40,6 +40,13 @@ def test_traces_of_the_real_instrumentations_get_their_class(fixture: str, expec
     assert {k: classes[k] for k in expected} == expected
 
 
+def test_a_failure_every_span_around_it_marks_again_is_one_line() -> None:
+    """LangChain marks the parser's exception on the sequence that ran it too: one output check."""
+    r = run("grep", "--test-id", "langgraph-output-invalid", OTLP / "openinference_langgraph.jsonl")
+    outputs = [json.loads(line) for line in r.out.splitlines() if "backend.agent.output" in line]
+    assert [(o["outcome"], o["metadata"]["error_class"]) for o in outputs] == [("err", "OutputParserException")]
+
+
 def test_the_rows_and_the_note_say_the_evidence_came_from_traces() -> None:
     r = run("tests", "--slow-s", "1", OTLP / "pydantic_ai.jsonl")
     assert "OpenTelemetry traces (OTLP JSON): 21 spans read" in r.err and "for 5 tests" in r.err

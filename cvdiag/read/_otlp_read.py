@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from cvdiag.contract.ids import new_span_id, sanitize_slug
-from cvdiag.contract.otel import SpanEvidence, SpanView, read_span, scrub_metadata, span_test_id
+from cvdiag.contract.otel import FailureEchoes, SpanEvidence, SpanView, read_span, scrub_metadata, span_test_id
 from cvdiag.contract.otel._conventions import READ_KEYS
 from cvdiag.contract.otel._read import TEST_ID_KEYS
 from cvdiag.contract.schema import CATALOG, DEFAULT_DEMO, EDGE_HEADERS, PREFIX, SCHEMA_VERSION
@@ -47,6 +47,7 @@ class Tally:
     logs: int = 0
     other_logs: int = 0
     tests: set[str] = field(default_factory=set)
+    echoes: FailureEchoes = field(default_factory=FailureEchoes)  # not counted: an echo is no loss
 
     def merge(self, other: Tally) -> None:
         """Add another part's counts (a file translated by ranges)."""
@@ -465,6 +466,8 @@ def _line(view: SpanView, tally: Tally, test_id_attr: str | None) -> bytes | Non
     traced (a ``backend.response.complete`` with no HTTP status, ``source: otel``): a
     test whose root span never ended (a stalled call: never exported) has no end."""
     evidence = read_span(view)
+    if evidence is not None and tally.echoes.is_echo(view, evidence):
+        evidence = None
     root = view.parent_span_id is None and (evidence is None or evidence.boundary not in _TERMINALS)
     if evidence is None and not root:
         return None

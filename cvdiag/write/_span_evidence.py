@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cvdiag.contract.otel import SpanView, read_span
+from cvdiag.contract.otel import FailureEchoes, SpanView, read_span
 from cvdiag.write import _calls_seen, _mcp_capture, config
 from cvdiag.write.context import context_now, new_context
 from cvdiag.write.emitter import emit_as, note_internal_error
@@ -36,12 +36,13 @@ class _Switch:
 
 
 switch = _Switch()
+_echoes = FailureEchoes()
 
 
 def emit_evidence(view: Any, test_id: str, *, convention: str | None = None) -> None:
     """Read one finished span and write the envelope it gives, once per call (see module)."""
     evidence = read_span(view)
-    if evidence is None:
+    if evidence is None or _echoes.is_echo(view, evidence):
         return
     metadata = dict(evidence.metadata)
     metadata["source"] = "otel"
