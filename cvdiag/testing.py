@@ -103,10 +103,10 @@ def reset() -> None:
     scheduler.stop()
     llm_capture = sys.modules.get("cvdiag.write._llm_capture")
     if llm_capture is not None:  # not imported: no HTTP call was ever recognised
-        llm_capture.memory.reset()
+        llm_capture.between_calls.reset()
     tool_wire = sys.modules.get("cvdiag.write._tool_wire")
     if tool_wire is not None:
-        tool_wire.memory.reset()
+        tool_wire.asked_calls.reset()
     calls_seen = sys.modules.get("cvdiag.write._calls_seen")
     if calls_seen is not None:
         calls_seen.reset()

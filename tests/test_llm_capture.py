@@ -492,7 +492,7 @@ body = llm_capture._observed_types(httpx.Client)[0](object(), lost)
 body.cycle = body  # httpx keeps Response -> stream -> Response: only the cyclic GC frees it
 del body, lost
 gc.disable()
-with llm_capture.memory.lock:  # held while ending a call allocates; the GC may run right here
+with llm_capture.between_calls.lock:  # held while ending a call allocates; the GC may run right here
     gc.collect()
 next_call = llm_capture.Exchange(route, new_context(), None, 0)
 next_call.start()  # the next call ends the one nobody closed

@@ -141,7 +141,7 @@ def test_reset_keeps_the_llm_heartbeat_interval_the_app_configured():
     cvdiag.instrument_httpx(heartbeat_s=2)
     try:
         reset()
-        assert llm_capture.memory.heartbeat_s == 2.0
+        assert llm_capture.between_calls.heartbeat_s == 2.0
     finally:
         cvdiag.uninstrument_httpx()
 

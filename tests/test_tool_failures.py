@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cvdiag.write._tool_failures import FAILURES, TAIL_CHARS, is_failure
-from cvdiag.write._tool_wire import CALLS_PER_ANSWER, AnswerTools, Memory
+from cvdiag.write._tool_wire import CALLS_PER_ANSWER, AnswerTools, AskedCalls
 
 
 def _langgraph(template: str, **fields: str) -> str:
@@ -174,7 +174,7 @@ def test_answer_readers_never_raise_and_stay_bounded(api, events, noise):
 @settings(max_examples=50, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(APIS), st.lists(_json_values | _shapes, max_size=8), st.binary(max_size=300), st.booleans())
 def test_request_readers_never_raise(api, elements, noise, valid):
-    memory = Memory()
+    memory = AskedCalls()
     from cvdiag.write._tool_wire import Asked
 
     memory.asked("t", [Asked("call_1", "f"), Asked(None, "g")], 0)

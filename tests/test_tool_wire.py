@@ -326,7 +326,7 @@ def test_a_growing_conversation_is_read_from_where_the_last_body_ended(server, m
         {"role": "system", "content": "You are a careful agent. " * 20},
         {"role": "user", "content": "go"},
     ]
-    _tool_wire.memory.reset()
+    _tool_wire.asked_calls.reset()
     with capture("verbose") as cap, cvdiag.request_context(test_id=_test_id()), httpx.Client() as client:
         for n in range(turns):
             prefix = {"user": "u" * (n % 5) if moving_prefix else "u"}  # a key before the array
@@ -342,8 +342,8 @@ def test_a_growing_conversation_is_read_from_where_the_last_body_ended(server, m
     responses = [md["call_id"] for _, _, md in _lines(cap, "backend.tool.call.response")]
     assert responses == [f"call_{n}" for n in range(turns - 1)]  # each result once, in order
     # Everything before the last body's end was skipped, not parsed again: ~ a quadratic sum.
-    assert _tool_wire.memory.skipped_bytes > 2000 * (turns - 2) * (turns - 3) // 2
-    assert _tool_wire.memory.skipped_bodies == 0
+    assert _tool_wire.asked_calls.skipped_bytes > 2000 * (turns - 2) * (turns - 3) // 2
+    assert _tool_wire.asked_calls.skipped_bodies == 0
 
 
 def test_an_edited_history_is_read_afresh_and_old_results_are_not_paired_again(server):
@@ -444,7 +444,7 @@ def test_a_cut_answer_asks_for_nothing(server):
 
 
 def test_a_repeated_call_id_is_answered_by_its_newest_result():
-    memory = _tool_wire.Memory()
+    memory = _tool_wire.AskedCalls()
     memory.asked("t", [_tool_wire.Asked("call_1", "again")], 0)
     old = {"type": "function_call_output", "call_id": "call_1", "output": "old"}
     new = {"type": "function_call_output", "call_id": "call_1", "output": "the newest"}
@@ -455,7 +455,7 @@ def test_a_repeated_call_id_is_answered_by_its_newest_result():
 
 
 def test_gemini_calls_of_one_name_pair_in_order():
-    memory = _tool_wire.Memory()
+    memory = _tool_wire.AskedCalls()
     first, second = _tool_wire.Asked(None, "lookup"), _tool_wire.Asked(None, "lookup")
     memory.asked("t", [first, second], 0)
     parts = [{"functionResponse": {"name": "lookup", "response": {"output": text}}} for text in ("a", "bbbb")]

@@ -7,7 +7,7 @@ Measured in one run, on the very bodies the ``openai`` SDK serialised:
 * the SDK's own per-call cost: ``chat.completions.create`` with that conversation,
   built and sent to a local uvicorn server (a child process, its CPU not counted),
   its short answer read: CPU of this process per call;
-* cvdiag's reading of each request body (``_tool_wire.memory.request``): incremental
+* cvdiag's reading of each request body (``_tool_wire.asked_calls.request``): incremental
   (the same conversation's last body remembered: only the new turn is parsed), fresh
   (nothing remembered: the whole array is parsed once), and with no call waiting (the
   body is not read at all); and ``json.loads`` of the whole body, for scale;
@@ -118,9 +118,9 @@ def _asked(n: int) -> list[Any]:
 
 def read_per_call(bodies: list[bytes], turns: int, mode: str) -> float:
     """Seconds per ``memory.request`` over ``bodies`` (all but the first), in one mode."""
-    from cvdiag.write._tool_wire import Memory
+    from cvdiag.write._tool_wire import AskedCalls
 
-    memory = Memory()
+    memory = AskedCalls()
     memory.request("bench", "chat.completions", bodies[0])  # the conversation, first seen
     spent = 0.0
     for k, body in enumerate(bodies[1:]):
@@ -144,13 +144,13 @@ MODES = ("incremental", "fresh", "idle", "json.loads")
 def end_per_request(waiting: int, mine: int, repeat: int = 50) -> float:
     """Seconds of ``memory.abandon`` at the end of a request that failed, with ``waiting``
     calls of the same test asked in another request and ``mine`` asked in this one."""
-    from cvdiag.write._tool_wire import Asked, Memory
+    from cvdiag.write._tool_wire import Asked, AskedCalls
     from cvdiag.write.context import new_context
 
     this, other = new_context(test_id="bench"), new_context(test_id="bench")
     spent = 0.0
     for _ in range(repeat):
-        memory = Memory()
+        memory = AskedCalls()
         memory.asked("bench", [Asked(f"o{i}", "get_weather") for i in range(waiting)], 0, other)
         memory.asked("bench", [Asked(f"m{i}", "get_weather") for i in range(mine)], 0, this)
         start = time.perf_counter()

@@ -150,7 +150,7 @@ def _let_go(key: int, exchange: Any) -> None:
     if _watching.get(key) is exchange:
         del _watching[key]
     if not exchange._done:
-        _llm_capture.memory.let_go_later.append(exchange)
+        _llm_capture.between_calls.let_go_later.append(exchange)
 
 
 class _GivenUp:

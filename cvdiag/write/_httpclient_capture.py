@@ -118,7 +118,7 @@ def _watch(response: Any, exchange: Any) -> None:
 def _let_go(exchange: Any) -> None:
     """The response was collected: end its call later, off the collector (see ``_llm_capture``)."""
     if not exchange._done:
-        _llm_capture.memory.let_go_later.append(exchange)
+        _llm_capture.between_calls.let_go_later.append(exchange)
 
 
 def _seen(read: Callable[..., Any], consumed: Callable[[Any, Any, tuple[Any, ...]], bytes]) -> Callable[..., Any]:

@@ -72,7 +72,7 @@ _carried: contextvars.ContextVar[bool] = contextvars.ContextVar("cvdiag_llm_carr
 _MCP_CLIENTS = (None, "httpx", "httpx2")
 
 
-class _Memory:
+class _KeptBetweenCalls:
     """What HTTP-recognised calls keep between calls, in one place, so that ``reset()``
     can make a test start from nothing remembered."""
 
@@ -111,12 +111,12 @@ class _Memory:
                 failed.popitem(last=False)
 
 
-memory = _Memory()
+between_calls = _KeptBetweenCalls()
 
 
 def set_heartbeat_s(seconds: float) -> None:
     """Heartbeat interval of HTTP-recognised calls (0 turns their heartbeats off)."""
-    memory.heartbeat_s = float(seconds)
+    between_calls.heartbeat_s = float(seconds)
 
 
 def _text(value: str | None) -> str | None:
@@ -220,7 +220,7 @@ class Exchange:
             },
         )
         tier = active_tier(self.ctx.slug)
-        heartbeat_s = memory.heartbeat_s
+        heartbeat_s = between_calls.heartbeat_s
         if tier is not None and tier >= Tier.VERBOSE and heartbeat_s > 0:
             scheduler.add(heartbeat_s, functools.partial(_beat, weakref.ref(self)))
 
@@ -387,7 +387,7 @@ class Exchange:
 
     def _count_attempt(self, outcome: str) -> None:
         if self._retry_key is not None:
-            memory.count(self._retry_key, outcome, self.attempt)
+            between_calls.count(self._retry_key, outcome, self.attempt)
 
 
 def _beat(ref: weakref.ref[Exchange]) -> bool:
@@ -405,7 +405,7 @@ def _attempt(request: Any, test_id: str, path: str, content: bytes | None) -> tu
         except ValueError:
             pass
     key = (test_id, path, hash(content))
-    return memory.attempt(key), key
+    return between_calls.attempt(key), key
 
 
 def _content(request: Any) -> bytes | None:
@@ -606,12 +606,12 @@ class _ObservedAsync:
 def _let_go(stream: Any) -> None:
     exchange = stream.__dict__.get("_exchange")
     if exchange is not None and not exchange._done and not sys.is_finalizing():
-        memory.let_go_later.append(exchange)
+        between_calls.let_go_later.append(exchange)
 
 
 def _end_let_go() -> None:
     """End the calls whose bodies were collected unclosed. Never raises."""
-    let_go_later = memory.let_go_later
+    let_go_later = between_calls.let_go_later
     while let_go_later:
         try:
             let_go_later.popleft().abandoned()

@@ -95,7 +95,7 @@ class _SessionCall:
         self.start_ns = time.monotonic_ns()
 
 
-class _Memory:
+class _SessionsSeen:
     """Server names by URL and the session calls in flight, bounded; ``reset()`` forgets them."""
 
     __slots__ = ("lock", "open_calls", "servers")
@@ -142,8 +142,8 @@ class _Memory:
         return None
 
 
-memory = _Memory()
-watching = memory.watching
+sessions_seen = _SessionsSeen()
+watching = sessions_seen.watching
 
 
 class _StdioServer:
@@ -326,8 +326,8 @@ class McpExchange:
         self.tool = params.get("name") if method == "tools/call" else method
         self.arguments = params.get("arguments")
         self.server_url = server_url
-        self.server = memory.servers.get(server_url) or host
-        self.session_call = memory.claim(self.tool) if method == "tools/call" else None
+        self.server = sessions_seen.servers.get(server_url) or host
+        self.session_call = sessions_seen.claim(self.tool) if method == "tools/call" else None
         call = self.session_call
         self.ctx = call.ctx if call is not None else current_context() or new_context()
         self.call_id = call.call_id if call is not None else f"mcp-{next(_ids)}"
@@ -454,7 +454,7 @@ class McpExchange:
         if self.method == "initialize":
             name = result.get("serverInfo", {}).get("name") if isinstance(result, dict) else None
             if isinstance(name, str) and name:
-                memory.server_named(self.server_url, name)
+                sessions_seen.server_named(self.server_url, name)
         text = _result_text(result) if self.method == "tools/call" else ""
         if isinstance(result, dict) and result.get("isError") is True:
             self._finish("protocol", text or f"tool {self.tool} returned an error", len(text))
@@ -470,7 +470,7 @@ class McpExchange:
         try:
             call = self.session_call
             if call is not None:
-                memory.closed(call)  # its session wrapper writes nothing more
+                sessions_seen.closed(call)  # its session wrapper writes nothing more
             if self.method != "tools/call":
                 if kind is None:
                     return  # a healthy initialize or tools/list is not a tool call
@@ -539,7 +539,7 @@ def _server_of(session: Any) -> str | None:
 
 def _session_done(call: _SessionCall, result: Any, exc: BaseException | None) -> None:
     """Write the response of a session call that no HTTP exchange carried (stdio)."""
-    memory.closed(call)
+    sessions_seen.closed(call)
     if call.claimed:
         return
     if exc is not None:
@@ -584,7 +584,7 @@ def _wrap_call_tool(original: Any) -> Any:
                 call = _SessionCall(
                     str(name), _server_of(self), current_context() or new_context(), _by_session.get(self)
                 )
-                memory.opened(call)
+                sessions_seen.opened(call)
                 _start(call.ctx, call.name, call.call_id, call.server, arguments)
             except Exception:
                 note_internal_error()

@@ -66,9 +66,9 @@ def _tool_is_new(metadata: dict[str, Any], view: Any, test_id: str) -> bool:
         return False  # a framework's span around an MCP call the capture wrote
     if metadata.get("kind") == "mcp" and _mcp_capture.watching(test_id, name):
         return False  # the mcp SDK's own span, inside the session call the capture writes
-    from cvdiag.write._tool_wire import memory
+    from cvdiag.write._tool_wire import asked_calls
 
-    wire_id = memory.claim(test_id, metadata.get("call_id"), name)
+    wire_id = asked_calls.claim(test_id, metadata.get("call_id"), name)
     if wire_id is not None:
         metadata["call_id"] = wire_id
     return True

@@ -5,7 +5,7 @@ Completions ``tool_calls``, Responses ``function_call`` items, Anthropic ``tool_
 blocks, Gemini ``functionCall`` parts) and a later request of the same conversation
 carries each result (``role: tool`` messages, ``function_call_output`` items,
 ``tool_result`` blocks, ``functionResponse`` parts). ``AnswerTools`` reads the first as
-the answer passes by; ``Memory.results`` reads the second from the request body, which
+the answer passes by; ``AskedCalls.results`` reads the second from the request body, which
 the HTTP client has already serialised (nothing on the wire changes). The two are paired
 by call id (Gemini has none: by name, in order) and written as backend.tool.call.start
 (when the answer asked) and backend.tool.call.response (when the result came back).
@@ -41,11 +41,11 @@ __all__ = [
     "NEW_BYTES_MAX",
     "AnswerTools",
     "Asked",
-    "Memory",
+    "AskedCalls",
     "Watch",
     "args_hash",
+    "asked_calls",
     "close_waiting",
-    "memory",
     "watch_request",
 ]
 
@@ -556,11 +556,11 @@ class Watch:
         calls = self.tools.calls
         if not calls:
             return []
-        memory.asked(self.test_id, calls, now_ns, owner)
+        asked_calls.asked(self.test_id, calls, now_ns, owner)
         return [call.start_line() for call in calls]
 
 
-class Memory:
+class AskedCalls:
     """Asked calls waiting for their results and each test's conversations, bounded, in
     one place so that ``reset()`` forgets them for the next test."""
 
@@ -830,13 +830,13 @@ def _abandoned(pending: _Pending, error_kind: str, now_ns: int) -> tuple[dict[st
     return metadata, "timeout", max(0, (now_ns - pending.asked_ns) // 1_000_000)
 
 
-memory = Memory()
+asked_calls = AskedCalls()
 
 
 def watch_request(test_id: str, api: str, body: bytes | None) -> Watch | None:
-    """``memory.request``, with a failure of cvdiag's own counted, never raised (but in strict mode)."""
+    """``asked_calls.request``, with a failure of cvdiag's own counted, never raised (but in strict mode)."""
     try:
-        return memory.request(test_id, api, body)
+        return asked_calls.request(test_id, api, body)
     except Exception:
         note_internal_error()
         return None
@@ -851,7 +851,7 @@ def close_waiting(ctx: RequestContext | None, *, raised: bool) -> None:
     if ctx is None:
         return
     try:
-        lines = memory.abandon(ctx.test_id, ctx, "raised" if raised else "timeout", time.monotonic_ns())
+        lines = asked_calls.abandon(ctx.test_id, ctx, "raised" if raised else "timeout", time.monotonic_ns())
         for metadata, outcome, duration_ms in lines:
             emit_as(ctx, "backend.tool.call.response", metadata, outcome=outcome, duration_ms=duration_ms)
     except Exception:

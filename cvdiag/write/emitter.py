@@ -213,8 +213,8 @@ def stats() -> dict[str, int]:
         "unknown_boundaries": counters.unknown_boundaries,
         "metadata_dropped": counters.metadata_dropped,
         "truncated": counters.truncated,
-        "tool_bodies_skipped": tool_wire.memory.skipped_bodies if tool_wire is not None else 0,
-        "tool_results_unpaired": tool_wire.memory.unpaired if tool_wire is not None else 0,
+        "tool_bodies_skipped": tool_wire.asked_calls.skipped_bodies if tool_wire is not None else 0,
+        "tool_results_unpaired": tool_wire.asked_calls.unpaired if tool_wire is not None else 0,
         **(otlp.stats() if (otlp := sys.modules.get("cvdiag.write._otlp")) is not None else {}),
     }
 
