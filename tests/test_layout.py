@@ -153,3 +153,90 @@ def test_every_module_the_architecture_names_exists() -> None:
             if not here.exists():
                 missing.append(str(here.relative_to(PACKAGE.parent)))
     assert named > 40 and missing == []
+
+
+# -- hooks only through the toolkit ------------------------------------------------------------
+
+HOOK_TOOLKIT = PACKAGE / "write" / "hooks.py"
+#: Names that hold a library's class or module where a patch is put in by hand.
+_OWNER_NAMES = frozenset({"cls", "klass", "owner", "client_class"})
+
+
+#: Library state set by hand that is no patch, with why it may be.
+_NOT_HOOKS = {
+    # OpenTelemetry lets a provider be set once: cvdiag's stand-in gives the slot back
+    # when the app sets its own (write/_otel_spans.py, _set_provider).
+    "trace_api._TRACER_PROVIDER",
+    "trace_api._TRACER_PROVIDER_SET_ONCE._done",
+}
+
+
+def _dotted(node: ast.expr) -> tuple[str, str]:
+    """The root name of an attribute chain and the whole chain (``a.b.c`` -> a, a.b.c)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    root = node.id if isinstance(node, ast.Name) else ""
+    return root, ".".join([root, *reversed(parts)])
+
+
+def _hand_made_hooks(path: Path) -> list[str]:
+    """Where a module hooks a library itself: touches ``sys.meta_path``, or sets an
+    attribute of an imported third-party module or class (``trace_api.x = ...``,
+    ``setattr(SomeClient, ...)``, ``cls.send = ...``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    foreign = set(_OWNER_NAMES)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            foreign |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and not node.level
+            and not (node.module or "").startswith(("cvdiag", "__future__"))
+        ):
+            foreign |= {alias.asname or alias.name for alias in node.names}
+    foreign -= {"cvdiag"}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "meta_path":
+            found.append(f"{node.lineno}: sys.meta_path")
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("setattr", "delattr") and node.args:
+            targets = [ast.Attribute(value=node.args[0], attr="*")]
+        for target in targets:
+            root, chain = _dotted(target) if isinstance(target, ast.Attribute) else ("", "")
+            if root in foreign and chain not in _NOT_HOOKS:
+                found.append(f"{node.lineno}: sets {chain}")
+    return [f"{path.name}:{where}" for where in found]
+
+
+def test_libraries_are_hooked_only_through_the_toolkit() -> None:
+    """One finder, one patch registry (``write/hooks.py``): a module that patched a
+    library by hand would skip the declared version ranges and the undo."""
+    found = [bad for path in sorted(PACKAGE.rglob("*.py")) if path != HOOK_TOOLKIT for bad in _hand_made_hooks(path)]
+    assert found == []
+
+
+def test_the_hook_rule_sees_a_hand_made_patch(tmp_path: Path) -> None:
+    sample = tmp_path / "cvdiag" / "write" / "_sample_hook.py"
+    sample.parent.mkdir(parents=True)
+    sample.write_text(
+        "import sys\nimport httpx\nfrom opentelemetry import trace as trace_api\nfrom aiohttp import ClientSession\n"
+        "httpx.Client.send = None\ntrace_api._set_tracer_provider = None\nsetattr(ClientSession, '_request', None)\n"
+        "sys.meta_path.insert(0, None)\nfor cls in (): cls.send = None\nresponse = object()\nresponse.x = 1\n"
+    )
+    found = [bad.split(":", 1)[1] for bad in _hand_made_hooks(sample)]
+    assert sorted(found) == sorted(
+        [
+            "5: sets httpx.Client.send",
+            "6: sets trace_api._set_tracer_provider",
+            "7: sets ClientSession.*",
+            "8: sys.meta_path",
+            "9: sets cls.send",
+        ]
+    )

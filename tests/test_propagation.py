@@ -268,7 +268,7 @@ def test_a_wrapper_installed_after_ours_survives_uninstrumenting(url, uninstrume
         assert calls == ["/after"]
         assert "x-test-id" not in seen
     finally:
-        httpx2.Client.send = ours.__cvdiag_original__
+        httpx2.Client.send = ours.__wrapped__
 
 
 def test_openai_sdk_carries_the_id_without_code_changes(url, echo_server, instrumented):

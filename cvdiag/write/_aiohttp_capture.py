@@ -33,9 +33,9 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from cvdiag.write import _llm_capture
-from cvdiag.write._method_hook import MethodHook
 from cvdiag.write._outgoing import Outgoing, as_bytes, missing_headers
 from cvdiag.write.emitter import note_internal_error
+from cvdiag.write.hooks import Patch
 
 __all__ = ["CLIENT", "install", "uninstall"]
 
@@ -89,7 +89,7 @@ async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> An
     return response
 
 
-state = MethodHook(ClientSession, "_request", _request)
+state = Patch(ClientSession, "_request", _request)
 
 
 def _names(headers: Any, defaults: Any) -> list[str]:
@@ -149,8 +149,7 @@ def _let_go(key: int, exchange: Any) -> None:
     """The response was collected unreleased: end its call later, off the collector."""
     if _watching.get(key) is exchange:
         del _watching[key]
-    if not exchange._done:
-        _llm_capture.between_calls.let_go_later.append(exchange)
+    _llm_capture.let_go_when_collected(exchange)
 
 
 class _GivenUp:

@@ -19,15 +19,14 @@ standard library's own.
 from __future__ import annotations
 
 import http.client
-import weakref
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from cvdiag.write import _llm_capture
-from cvdiag.write._method_hook import MethodHook
 from cvdiag.write._outgoing import Outgoing, as_bytes, missing_headers
 from cvdiag.write.emitter import note_internal_error
+from cvdiag.write.hooks import Patch
 
 __all__ = ["CLIENT", "install", "uninstall"]
 
@@ -73,7 +72,7 @@ def _request(self: Any, method: str, url: str, body: Any = None, headers: Any = 
     return result
 
 
-sending = MethodHook(http.client.HTTPConnection, "request", _request)
+sending = Patch(http.client.HTTPConnection, "request", _request)
 
 
 def _getresponse(self: Any) -> Any:
@@ -89,7 +88,7 @@ def _getresponse(self: Any) -> Any:
     return response
 
 
-answering = MethodHook(http.client.HTTPConnection, "getresponse", _getresponse)
+answering = Patch(http.client.HTTPConnection, "getresponse", _getresponse)
 
 
 def _begin(conn: Any, method: str, url: str, body: Any, headers: Any) -> Any:
@@ -107,18 +106,10 @@ def _watch(response: Any, exchange: Any) -> None:
             exchange.feed(b"")
             exchange.ended()  # a HEAD, a 204: no body to watch; or someone else's class
             return
-        response.__dict__[_KEY] = exchange
-        response.__class__ = _Watched
-        weakref.finalize(response, _let_go, exchange)
+        _llm_capture.watch_response(response, exchange, _Watched, _KEY)
     except Exception:
         note_internal_error()
         exchange.ended()
-
-
-def _let_go(exchange: Any) -> None:
-    """The response was collected: end its call later, off the collector (see ``_llm_capture``)."""
-    if not exchange._done:
-        _llm_capture.between_calls.let_go_later.append(exchange)
 
 
 def _seen(read: Callable[..., Any], consumed: Callable[[Any, Any, tuple[Any, ...]], bytes]) -> Callable[..., Any]:

@@ -609,6 +609,21 @@ def _let_go(stream: Any) -> None:
         between_calls.let_go_later.append(exchange)
 
 
+def let_go_when_collected(exchange: Exchange) -> None:
+    """A response object's finalizer: its call is ended later, off the collector (as above)."""
+    if not exchange._done:
+        between_calls.let_go_later.append(exchange)
+
+
+def watch_response(response: Any, exchange: Exchange, watched: type, key: str) -> None:
+    """Give one response of a client the class that shows its bytes to ``exchange``
+    (``watched``, a subclass with no state of its own), and end the call if the response
+    is collected unread."""
+    response.__dict__[key] = exchange
+    response.__class__ = watched
+    weakref.finalize(response, let_go_when_collected, exchange)
+
+
 def _end_let_go() -> None:
     """End the calls whose bodies were collected unclosed. Never raises."""
     let_go_later = between_calls.let_go_later

@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import importlib.abc
-import importlib.machinery
 import itertools
 import json
 import os
@@ -53,12 +51,13 @@ from typing import Any
 
 from cvdiag.contract.schema import TOOL_EXCERPT_MAX_CHARS
 from cvdiag.contract.scrubber import scrub_clipped
-from cvdiag.write import _calls_seen, _stderr_tail
+from cvdiag.write import _calls_seen, _stderr_tail, hooks
 from cvdiag.write._errors import is_cancelled
 from cvdiag.write._tool_failures import HEAD_CHARS
 from cvdiag.write._tool_wire import args_hash
 from cvdiag.write.context import RequestContext, current_context, new_context
-from cvdiag.write.emitter import count_internal_error, emit_as, is_enabled, note_internal_error
+from cvdiag.write.emitter import emit_as, is_enabled, note_internal_error
+from cvdiag.write.hooks import Hook, Patch
 
 __all__ = ["McpExchange", "begin", "install_session", "uninstall_session"]
 
@@ -524,8 +523,8 @@ def begin(request: Any, read_body: Callable[[], bytes | None]) -> McpExchange | 
 
 # -- the mcp SDK's client session (stdio, and any other transport) ---------------------
 
-_MARK = "__cvdiag_original__"
-_installed: list[tuple[Any, str, Any]] = []
+#: The attributes of the ``mcp`` SDK wrapped so far (``uninstall_session`` takes them out).
+_patches: list[Patch] = []
 
 
 def _server_of(session: Any) -> str | None:
@@ -599,7 +598,6 @@ def _wrap_call_tool(original: Any) -> Any:
             _quietly(_session_done, call, result, None)
         return result
 
-    setattr(call_tool, _MARK, original)
     return call_tool
 
 
@@ -665,7 +663,6 @@ def _wrap_spawn(original: Any) -> Any:
             _spawned.set(_StdioServer(_program(kwargs.get("command", args[0] if args else None)), start_ns, tee))
         return process
 
-    setattr(spawn, _MARK, original)
     return spawn
 
 
@@ -700,7 +697,6 @@ def _wrap_initialize(original: Any) -> Any:
         _quietly(_initialized, self, server)
         return result
 
-    setattr(initialize, _MARK, original)
     return initialize
 
 
@@ -715,84 +711,46 @@ _SESSION_MODULE = "mcp.client.session"
 _STDIO_MODULE = "mcp.client.stdio"
 
 
-def _wrap_session(module: Any) -> bool:
-    session = getattr(module, "ClientSession", None)
+def _wrap_session() -> None:
+    session = getattr(sys.modules[_SESSION_MODULE], "ClientSession", None)
     _patch(session, "initialize", _wrap_initialize)
-    return _patch(session, "call_tool", _wrap_call_tool)
+    _patch(session, "call_tool", _wrap_call_tool)
 
 
-def _wrap_stdio(module: Any) -> bool:
-    return _patch(module, "_create_platform_compatible_process", _wrap_spawn)
+def _wrap_stdio() -> None:
+    _patch(sys.modules[_STDIO_MODULE], "_create_platform_compatible_process", _wrap_spawn)
 
 
-#: The modules of the ``mcp`` SDK wrapped, and how.
-_HOOKS: dict[str, Callable[[Any], bool]] = {_SESSION_MODULE: _wrap_session, _STDIO_MODULE: _wrap_stdio}
+def _patch(owner: Any, attr: str, around: Callable[[Any], Any]) -> None:
+    """Put ``around(original)`` in place of ``owner.attr``, once."""
+    if owner is None or any(p.owner is owner and p.attr == attr for p in _patches):
+        return
+    patch = Patch(owner, attr, around=around)
+    patch.install()
+    _patches.append(patch)
+
+
+def _unpatch() -> None:
+    while _patches:
+        _patches.pop().uninstall()
+
+
+#: The ``mcp`` SDK's modules wrapped, each once the app imports it (importing ``mcp`` here
+#: would add a second or more to every app's start-up), in the versions known to work.
+SESSION_HOOK = Hook("mcp", _SESSION_MODULE, _wrap_session, _unpatch, "mcp", ">=1.2,<3")
+STDIO_HOOK = Hook("mcp.client.stdio", _STDIO_MODULE, _wrap_stdio, _unpatch, "mcp", ">=1.2,<3")
 
 
 def install_session() -> bool:
     """Wrap ``mcp.ClientSession.call_tool`` and the stdio client's spawn: now for the
-    modules the app has imported already, the others as soon as it does (importing ``mcp``
-    here would add a second or more to every app's start-up). Idempotent; True when the
-    session's wrapper is in place."""
-    for name, wrap in _HOOKS.items():
-        module = sys.modules.get(name)
-        if module is not None:
-            wrap(module)
-    if not _HOOKS.keys() <= sys.modules.keys() and not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
-    return any(attr == "call_tool" for _, attr, _ in _installed)
-
-
-def _patch(owner: Any, attr: str, wrap: Callable[[Any], Any]) -> bool:
-    """Put ``wrap(original)`` in place of ``owner.attr``, once; True when ours is there."""
-    if any(held is owner and name == attr for held, name, _ in _installed):
-        return True
-    original = getattr(owner, "__dict__", {}).get(attr)
-    if original is None or getattr(original, _MARK, None) is not None:
-        return False
-    setattr(owner, attr, wrap(original))
-    _installed.append((owner, attr, original))
-    return True
+    modules the app has imported already, the others as soon as it does. Idempotent;
+    True when the session's wrapper is in place."""
+    hooks.enable(SESSION_HOOK)
+    hooks.enable(STDIO_HOOK)
+    return any(p.attr == "call_tool" for p in _patches)
 
 
 def uninstall_session() -> None:
     """Undo ``install_session`` (a wrapper someone put over ours stays, passing through)."""
-    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _AfterImport)]
-    while _installed:
-        owner, attr, original = _installed.pop()
-        if getattr(owner.__dict__.get(attr), _MARK, None) is original:
-            setattr(owner, attr, original)
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when a module of ``_HOOKS`` is imported, lets the other finders
-    find it and wraps its loader, so the module is wrapped right after it is loaded."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name not in _HOOKS:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _WrappingLoader(spec.loader)
-                return spec
-        return None
-
-
-class _WrappingLoader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader) -> None:
-        self._inner = inner
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self._inner.exec_module(module)
-        if _HOOKS.keys() <= sys.modules.keys():
-            sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _AfterImport)]
-        try:
-            _HOOKS[module.__name__](module)
-        except Exception:  # never break the app's import
-            count_internal_error()
+    hooks.disable(SESSION_HOOK)
+    hooks.disable(STDIO_HOOK)

@@ -42,6 +42,7 @@ from cvdiag.write import config
 from cvdiag.write._span_evidence import emit_evidence, switch
 from cvdiag.write.context import context_now
 from cvdiag.write.emitter import note_internal_error
+from cvdiag.write.hooks import Patch
 
 __all__ = ["TEST_ID_ATTR", "SpanTap", "StandIn", "attach", "detach", "tap"]
 
@@ -178,13 +179,14 @@ class _Following(trace_api.Tracer):
 class _Attached:
     """The providers the tap was added to (weakly), the stand-in, the wrapped setter."""
 
-    __slots__ = ("lock", "original_set", "providers", "stand_in")
+    __slots__ = ("lock", "providers", "setter", "stand_in")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.providers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.stand_in: StandIn | None = None
-        self.original_set: Any = None
+        #: ``trace._set_tracer_provider`` wrapped (it stays: ours passes through when off).
+        self.setter: Patch | None = None
 
 
 attached = _Attached()
@@ -212,7 +214,7 @@ def _set_provider(tracer_provider: Any, log: bool) -> None:
         with trace_api._TRACER_PROVIDER_SET_ONCE._lock:
             trace_api._TRACER_PROVIDER = None
             trace_api._TRACER_PROVIDER_SET_ONCE._done = False
-    attached.original_set(tracer_provider, log)
+    attached.setter.original(tracer_provider, log)  # type: ignore[union-attr]
     try:
         if switch.on and trace_api._TRACER_PROVIDER is tracer_provider:
             _add_to(tracer_provider)
@@ -224,9 +226,9 @@ def attach(*, stand_in: bool = True) -> str:
     """Put the tap on the app's provider, or a stand-in where there is none; ``on`` or
     ``foreign`` (a provider that takes no processor: spans get no test id, none is read)."""
     switch.on = True
-    if attached.original_set is None:
-        attached.original_set = trace_api._set_tracer_provider
-        trace_api._set_tracer_provider = _set_provider
+    if attached.setter is None:
+        attached.setter = Patch(trace_api, "_set_tracer_provider", _set_provider)
+        attached.setter.install()
     provider = trace_api.get_tracer_provider()
     if isinstance(provider, trace_api.ProxyTracerProvider) and stand_in:
         if attached.stand_in is None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import email.message
 import threading
-import weakref
 from threading import get_ident
 from typing import Any
 
@@ -32,9 +31,9 @@ from urllib3.util.url import parse_url
 
 from cvdiag.write import _bedrock, _llm_capture
 from cvdiag.write._errors import CANCELLED
-from cvdiag.write._method_hook import MethodHook
 from cvdiag.write._outgoing import Outgoing, as_bytes, missing_headers
 from cvdiag.write.emitter import note_internal_error
+from cvdiag.write.hooks import Patch
 
 __all__ = ["CLIENT", "install", "uninstall"]
 
@@ -91,7 +90,7 @@ def _urlopen(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any
     return response
 
 
-state = MethodHook(HTTPConnectionPool, "urlopen", _urlopen)
+state = Patch(HTTPConnectionPool, "urlopen", _urlopen)
 
 
 def _body_and_headers(pool: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any]:
@@ -157,18 +156,10 @@ def _watch(response: Any, exchange: Any, operation: str | None, preloaded: bool)
             exchange.feed(response.data if preloaded else b"")
             exchange.ended()
             return
-        response.__dict__[_KEY] = exchange
-        response.__class__ = _Watched
-        weakref.finalize(response, _let_go, exchange)
+        _llm_capture.watch_response(response, exchange, _Watched, _KEY)
     except Exception:
         note_internal_error()
         exchange.ended()
-
-
-def _let_go(exchange: Any) -> None:
-    """The response was collected: end its call later, off the collector (see ``_llm_capture``)."""
-    if not exchange._done:
-        _llm_capture.between_calls.let_go_later.append(exchange)
 
 
 def _caller_sees(exc: BaseException) -> str:

@@ -4,25 +4,26 @@ httpx and httpx2 through ``instrument_httpx`` (unchanged; whatever it installs c
 along), aiohttp through ``_aiohttp_capture``, urllib3 (and so ``requests`` and botocore,
 whose only transport it is) through ``_urllib3_capture``, with Bedrock Runtime calls
 read by ``_bedrock``. Each client can be left out, by keyword or by the environment
-(``CVDIAG_INSTRUMENT_OFF=aiohttp,botocore``). A library that is not imported yet is not
-imported here: a finder on ``sys.meta_path`` patches it right after its first import,
-as Sentry's and OpenTelemetry's integrations do. Nothing here starts a thread; nothing
-is written while cvdiag is disabled (propagation still works, as with httpx).
+(``CVDIAG_INSTRUMENT_OFF=aiohttp,botocore``). Every seam is a ``hooks.Hook`` in
+``HOOKS``, with the versions it supports: a library that is not imported yet is not
+imported here (the hooks' finder installs it right after its first import), and one
+outside its range is left alone. Nothing here starts a thread; nothing is written while
+cvdiag is disabled (propagation still works, as with httpx).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Callable
-from importlib.machinery import ModuleSpec
-from typing import Any
 
+from cvdiag.write import hooks
+from cvdiag.write.hooks import Hook
 from cvdiag.write.propagation import instrument_httpx, uninstrument_httpx
 
-__all__ = ["CLIENTS", "instrument", "uninstrument"]
+__all__ = ["CLIENTS", "HOOKS", "instrument", "uninstrument"]
 
 #: What ``instrument`` can instrument (``requests`` is urllib3: it sends through it;
 #: ``http.client`` is the standard library's, under ``urllib.request`` too).
@@ -33,54 +34,105 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 _lock = threading.RLock()
 
 
-class _AfterImport:
-    """A ``sys.meta_path`` finder that runs a callback once a watched module has loaded.
+class _Asked:
+    """What the latest ``instrument()`` asked for: each hook's install reads it when it
+    runs, which may be at a later import."""
 
-    It finds nothing itself: it asks the finders after it for the module's spec and
-    wraps that loader's ``exec_module`` (on the loader instance, which is the module's
-    own) so the callback runs right after the module's code. The loader keeps its type.
-    """
+    __slots__ = ("bedrock", "heartbeat_s", "llm")
 
     def __init__(self) -> None:
-        self.waiting: dict[str, Callable[[], None]] = {}
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
-        callback = self.waiting.get(fullname)
-        if callback is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is None:
-                continue
-            loader = spec.loader
-            execute = getattr(loader, "exec_module", None)
-            if execute is not None:
-                loader.exec_module = _then(execute, fullname, self)  # type: ignore[union-attr]
-            return spec
-        return None
-
-    def ready(self, fullname: str) -> None:
-        callback = self.waiting.pop(fullname, None)
-        if callback is not None:
-            try:
-                callback()
-            except Exception:
-                from cvdiag.write.emitter import note_internal_error
-
-                note_internal_error()
+        self.llm = True
+        self.bedrock = True
+        self.heartbeat_s: float | None = None
 
 
-def _then(execute: Callable[[Any], None], fullname: str, hook: _AfterImport) -> Callable[[Any], None]:
-    def exec_module(module: Any) -> None:
-        execute(module)
-        hook.ready(fullname)
-
-    return exec_module
+_asked = _Asked()
 
 
-_after_import = _AfterImport()
+def _capture(name: str) -> object | None:
+    """A capture module, only if something imported it (else nothing was installed)."""
+    return sys.modules.get(f"cvdiag.write.{name}")
+
+
+def _install_httpx() -> None:
+    instrument_httpx(llm=_asked.llm, heartbeat_s=_asked.heartbeat_s)
+
+
+def _install_aiohttp() -> None:
+    from cvdiag.write import _aiohttp_capture
+
+    _aiohttp_capture.install(llm=_asked.llm)
+
+
+def _uninstall_aiohttp() -> None:
+    module = _capture("_aiohttp_capture")
+    if module is not None:
+        module.uninstall()  # type: ignore[attr-defined]
+
+
+def _install_urllib3() -> None:
+    from cvdiag.write import _urllib3_capture
+
+    _urllib3_capture.install(llm=_asked.llm, bedrock=_asked.bedrock)
+
+
+def _uninstall_urllib3() -> None:
+    module = _capture("_urllib3_capture")
+    if module is not None:
+        module.uninstall()  # type: ignore[attr-defined]
+
+
+def _install_http_client() -> None:
+    from cvdiag.write import _httpclient_capture
+
+    _httpclient_capture.install(llm=_asked.llm)
+
+
+def _uninstall_http_client() -> None:
+    module = _capture("_httpclient_capture")
+    if module is not None:
+        module.uninstall()  # type: ignore[attr-defined]
+
+
+def _nothing() -> None:
+    """botocore has no hook of its own: its requests go through urllib3's, which reads
+    Bedrock's routes only while botocore's version is supported."""
+
+
+def _install_otel() -> None:
+    from cvdiag.write import _otel_spans
+
+    _otel_spans.attach()
+
+
+def _install_agents() -> None:
+    from cvdiag.write import _span_evidence
+
+    _span_evidence.register_agents_tap()
+
+
+def _stop_reading_spans() -> None:
+    """A processor cannot be taken back out of a provider: it stays and passes through."""
+    evidence = _capture("_span_evidence")
+    if evidence is not None:
+        evidence.switch.on = False  # type: ignore[attr-defined]
+
+
+#: Every library seam ``instrument()`` hooks, with the versions it supports (as
+#: OpenTelemetry's instrumentors declare them). The MCP session hook is
+#: ``_mcp_capture.SESSION_HOOK`` (installed with LLM capture, by ``instrument_httpx``).
+HOOKS: dict[str, Hook] = {
+    hook.name: hook
+    for hook in (
+        Hook("httpx", "httpx", _install_httpx, uninstrument_httpx, "httpx", ">=0.23,<1"),
+        Hook("aiohttp", "aiohttp", _install_aiohttp, _uninstall_aiohttp, "aiohttp", ">=3.8,<4"),
+        Hook("urllib3", "urllib3", _install_urllib3, _uninstall_urllib3, "urllib3", ">=1.26,<3"),
+        Hook("botocore", "botocore", _nothing, _nothing, "botocore", ">=1.31,<2"),
+        Hook("http.client", "http.client", _install_http_client, _uninstall_http_client),
+        Hook("otel", "opentelemetry.trace", _install_otel, _stop_reading_spans, "opentelemetry-sdk", ">=1.20,<2"),
+        Hook("openai-agents", "agents", _install_agents, _stop_reading_spans, "openai-agents", ">=0.1,<1"),
+    )
+}
 
 
 def _switches(overrides: dict[str, bool | None]) -> dict[str, bool]:
@@ -90,25 +142,6 @@ def _switches(overrides: dict[str, bool | None]) -> dict[str, bool]:
     if "urllib" in off:
         off.add("http.client")
     return {name: (name not in off) if overrides.get(name) is None else bool(overrides[name]) for name in CLIENTS}
-
-
-def _when_imported(module: str, install: Callable[[], None]) -> str:
-    """Run ``install`` now if ``module`` is loaded, else right after its first import."""
-    if module in sys.modules and getattr(sys.modules[module], "__spec__", None) is not None:
-        try:
-            install()
-        except Exception:  # a version whose internals moved: left alone, counted
-            from cvdiag.write.emitter import count_internal_error
-
-            count_internal_error()
-            return "failed"
-        return "on"
-    if importlib.util.find_spec(module) is None:
-        return "missing"
-    _after_import.waiting[module] = install
-    if _after_import not in sys.meta_path:
-        sys.meta_path.insert(0, _after_import)
-    return "pending"
 
 
 def instrument(
@@ -134,13 +167,16 @@ def instrument(
     standard library's client (``urllib.request``; ``urllib`` in the environment's list).
     Idempotent and undone by
     ``uninstrument()``. Returns each client's state: ``on``, ``pending`` (patched when
-    first imported), ``off``, ``missing`` (not installed) or ``failed`` (a version whose
-    internals cvdiag does not know; counted in ``cvdiag.stats()["internal_errors"]``).
+    first imported), ``off``, ``missing`` (not installed), ``unsupported version``
+    (installed outside the range its hook declares in ``HOOKS``: left alone;
+    ``cvdiag.write.hooks.refused`` has the version found and the range) or ``failed`` (a
+    version whose internals moved; counted in ``cvdiag.stats()["internal_errors"]``).
 
     ``otel`` (on unless ``CVDIAG_INSTRUMENT_OFF`` names ``otel``): the spans frameworks
     finish inside a request become envelopes (``cvdiag.write._otel_spans``), once the app
-    imports OpenTelemetry and where its SDK is installed; its state is ``otel``'s. False
-    leaves spans alone (what an earlier call attached stays until ``uninstrument()``).
+    imports OpenTelemetry and where its SDK is installed; its state is ``otel``'s, and the
+    OpenAI Agents SDK's tracing processor's is ``openai-agents``'s. False leaves spans
+    alone (what an earlier call attached stays until ``uninstrument()``).
     """
     if llm is None:
         llm = (os.environ.get(_LLM_SWITCH) or "").strip().lower() not in _FALSE
@@ -149,119 +185,71 @@ def instrument(
     switches = _switches(
         {"httpx": httpx, "aiohttp": aiohttp, "urllib3": urllib3, "botocore": botocore, "http.client": http_client}
     )
+    if otel is None:
+        otel = "otel" not in (os.environ.get(_OFF_ENV) or "").lower().replace(" ", "").split(",")
     states: dict[str, str] = {}
     with _lock:
-        if switches["httpx"]:
-            found = any(importlib.util.find_spec(name) is not None for name in ("httpx", "httpx2"))
-            if found:
-                instrument_httpx(llm=llm, heartbeat_s=heartbeat_s)
-            states["httpx"] = "on" if found else "missing"
-        else:
-            uninstrument_httpx()
-            states["httpx"] = "off"
+        _asked.llm, _asked.heartbeat_s = llm, heartbeat_s
+        botocore_state = _botocore(switches["botocore"] and switches["urllib3"])
+        _asked.bedrock = switches["botocore"] and botocore_state != hooks.UNSUPPORTED
+        states["httpx"] = _httpx(switches["httpx"])
         if heartbeat_s is not None and llm:
             from cvdiag.write import _llm_capture
 
             _llm_capture.set_heartbeat_s(heartbeat_s)
-        states["aiohttp"] = _aiohttp(switches["aiohttp"], llm)
-        states["urllib3"] = _urllib3(switches["urllib3"], llm, switches["botocore"])
-        botocore_found = importlib.util.find_spec("botocore") is not None
-        if not botocore_found:
-            states["botocore"] = "missing"
-        elif switches["botocore"] and switches["urllib3"]:
-            states["botocore"] = states["urllib3"]
-        else:
-            states["botocore"] = "off"
-        states["http.client"] = _http_client(switches["http.client"], llm)
-        if otel is None:
-            otel = "otel" not in (os.environ.get(_OFF_ENV) or "").lower().replace(" ", "").split(",")
-        states["otel"] = _otel(otel)
+        for name in ("aiohttp", "urllib3", "http.client"):
+            states[name] = hooks.enable(HOOKS[name]) if switches[name] else _off(HOOKS[name])
+        states["botocore"] = states["urllib3"] if botocore_state is None else botocore_state
+        states["otel"], states["openai-agents"] = _otel(otel)
     return states
 
 
-def _http_client(on: bool, llm: bool) -> str:
-    """The standard library's client: always there, patched now (a private module does it)."""
+def _httpx(on: bool) -> str:
+    """httpx and httpx2 are patched now, as ``instrument_httpx`` always did (the SDKs
+    import them anyway); httpx2 alone has no httpx version to check."""
     if not on:
-        _uninstall("http.client", "cvdiag.write._httpclient_capture")
+        return _off(HOOKS["httpx"])
+    if importlib.util.find_spec("httpx") is None:
+        if importlib.util.find_spec("httpx2") is None:
+            return hooks.MISSING
+        _install_httpx()
+        return hooks.ON
+    importlib.import_module("httpx")
+    return hooks.enable(HOOKS["httpx"])
+
+
+def _botocore(on: bool) -> str | None:
+    """botocore's own state where it is not urllib3's (its calls are read in urllib3's
+    hook): missing, off, or an unsupported version; None when it follows urllib3."""
+    refusal = hooks.check(HOOKS["botocore"])
+    if refusal == hooks.MISSING:
+        return refusal
+    if not on:
         return "off"
-    from cvdiag.write import _httpclient_capture
-
-    _httpclient_capture.install(llm=llm)
-    return "on"
+    return refusal
 
 
-def _otel(on: bool) -> str:
+def _off(hook: Hook) -> str:
+    hooks.disable(hook)
+    return "off"
+
+
+def _otel(on: bool) -> tuple[str, str]:
     """Spans in the process: cvdiag's span processor on the app's provider once it imports
     OpenTelemetry, and its tracing processor in the OpenAI Agents SDK once imported."""
     if not on:  # not read from here on; an earlier instrument() keeps it until uninstrument()
-        return "off"
+        return "off", "off"
     from cvdiag.write import _span_evidence
 
     _span_evidence.switch.on = True
-
-    def install_tap() -> None:
-        from cvdiag.write import _otel_spans
-
-        _otel_spans.attach()
-
-    def install_agents() -> None:
-        _span_evidence.register_agents_tap()
-
-    if importlib.util.find_spec("agents") is not None:
-        _when_imported("agents", install_agents)
+    agents = hooks.enable(HOOKS["openai-agents"])
     if importlib.util.find_spec("opentelemetry.sdk") is None:
-        return "missing"
-    return _when_imported("opentelemetry.trace", install_tap)
-
-
-def _stop_otel() -> None:
-    _after_import.waiting.pop("opentelemetry.trace", None)
-    _after_import.waiting.pop("agents", None)
-    evidence = sys.modules.get("cvdiag.write._span_evidence")
-    if evidence is not None:
-        evidence.switch.on = False
-
-
-def _aiohttp(on: bool, llm: bool) -> str:
-    if not on:
-        _uninstall("aiohttp", "cvdiag.write._aiohttp_capture")
-        return "off"
-
-    def install() -> None:
-        from cvdiag.write import _aiohttp_capture
-
-        _aiohttp_capture.install(llm=llm)
-
-    return _when_imported("aiohttp", install)
-
-
-def _urllib3(on: bool, llm: bool, bedrock: bool) -> str:
-    if not on:
-        _uninstall("urllib3", "cvdiag.write._urllib3_capture")
-        return "off"
-
-    def install() -> None:
-        from cvdiag.write import _urllib3_capture
-
-        _urllib3_capture.install(llm=llm, bedrock=bedrock)
-
-    return _when_imported("urllib3", install)
-
-
-def _uninstall(module: str, capture: str) -> None:
-    _after_import.waiting.pop(module, None)
-    loaded = sys.modules.get(capture)
-    if loaded is not None:
-        loaded.uninstall()
+        return hooks.MISSING, agents
+    return hooks.enable(HOOKS["otel"]), agents
 
 
 def uninstrument() -> None:
     """Undo ``instrument()``: every client back as it was, no import waited for."""
     with _lock:
-        uninstrument_httpx()
-        _uninstall("aiohttp", "cvdiag.write._aiohttp_capture")
-        _uninstall("urllib3", "cvdiag.write._urllib3_capture")
-        _uninstall("http.client", "cvdiag.write._httpclient_capture")
-        _stop_otel()
-        if _after_import in sys.meta_path and not _after_import.waiting:
-            sys.meta_path.remove(_after_import)
+        for hook in HOOKS.values():
+            hooks.disable(hook)

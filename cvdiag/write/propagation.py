@@ -35,6 +35,7 @@ from cvdiag.contract.schema import OUTBOUND_ALLOW_LIST, SLUG_HEADER, TEST_ID_HEA
 from cvdiag.contract.trace_context import TRACEPARENT_HEADER
 from cvdiag.write.config import get_settings
 from cvdiag.write.context import RequestContext, current_context
+from cvdiag.write.hooks import Patch
 
 __all__ = [
     "httpx_hooks",
@@ -59,7 +60,6 @@ _FORWARDED: tuple[str, ...] = (
     TRACEPARENT_HEADER,
 )
 _UNKNOWN_SLUG = "unknown"
-_MARK = "__cvdiag_original__"
 
 _LLM_SWITCH = "CVDIAG_LLM_CAPTURE"
 _OFF = frozenset({"0", "false", "no", "off"})
@@ -68,11 +68,11 @@ _OFF = frozenset({"0", "false", "no", "off"})
 class _Instrumented:
     """What ``instrument_httpx`` installed; ``uninstrument_httpx`` is its reset."""
 
-    __slots__ = ("classes", "llm_capture")
+    __slots__ = ("llm_capture", "patches")
 
     def __init__(self) -> None:
-        #: (class, original send) for every class wrapped, in install order.
-        self.classes: list[tuple[type, Callable[..., Any]]] = []
+        #: The ``send`` of every client class wrapped, in install order.
+        self.patches: list[Patch] = []
         #: The ``_llm_capture`` module while LLM call recognition is on, else None.
         self.llm_capture: Any = None
 
@@ -132,7 +132,7 @@ def httpx_hooks(asynchronous: bool = False) -> dict[str, list[Callable[[Any], An
 def _wrap_sync_send(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if _instrumented.classes:
+        if _instrumented.patches:
             _add_headers(request)
             capture = _instrumented.llm_capture
             if capture is not None and not args:
@@ -141,14 +141,13 @@ def _wrap_sync_send(original: Callable[..., Any]) -> Callable[..., Any]:
                     return capture.send_sync(exchange, original, self, request, kwargs)
         return original(self, request, *args, **kwargs)
 
-    setattr(send, _MARK, original)
     return send
 
 
 def _wrap_async_send(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(original)
     async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if _instrumented.classes:
+        if _instrumented.patches:
             _add_headers(request)
             capture = _instrumented.llm_capture
             if capture is not None and not args:
@@ -157,7 +156,6 @@ def _wrap_async_send(original: Callable[..., Awaitable[Any]]) -> Callable[..., A
                     return await capture.send_async(exchange, original, self, request, kwargs)
         return await original(self, request, *args, **kwargs)
 
-    setattr(send, _MARK, original)
     return send
 
 
@@ -188,7 +186,7 @@ def _client_classes() -> list[type]:
 
 def is_instrumented() -> bool:
     """True between ``instrument_httpx()`` and ``uninstrument_httpx()``."""
-    return bool(_instrumented.classes)
+    return bool(_instrumented.patches)
 
 
 def instrument_httpx(*, llm: bool | None = None, heartbeat_s: float | None = None) -> bool:
@@ -215,15 +213,13 @@ def instrument_httpx(*, llm: bool | None = None, heartbeat_s: float | None = Non
     else:
         _instrumented.llm_capture = None
         _uninstall_mcp_session()
-    if _instrumented.classes:
+    if _instrumented.patches:
         return False
-    for cls in _client_classes():
-        original = cls.__dict__["send"]
-        if getattr(original, _MARK, None) is not None:
-            continue
-        wrapper = _wrap_async_send(original) if cls.__name__ == "AsyncClient" else _wrap_sync_send(original)
-        cls.send = wrapper
-        _instrumented.classes.append((cls, original))
+    for client_class in dict.fromkeys(_client_classes()):  # a class both libraries export: once
+        wrap = _wrap_async_send if client_class.__name__ == "AsyncClient" else _wrap_sync_send
+        patch = Patch(client_class, "send", around=wrap)
+        patch.install()
+        _instrumented.patches.append(patch)
     return True
 
 
@@ -242,10 +238,8 @@ def uninstrument_httpx() -> None:
     """
     _instrumented.llm_capture = None
     _uninstall_mcp_session()
-    while _instrumented.classes:
-        cls, original = _instrumented.classes.pop()
-        if getattr(cls.__dict__.get("send"), _MARK, None) is original:
-            cls.send = original
+    while _instrumented.patches:
+        _instrumented.patches.pop().uninstall()
 
 
 def wrap(fn: Callable[P, R]) -> Callable[P, R]:
