@@ -131,3 +131,28 @@ def test_a_range_compares_releases_as_numbers_padded_with_zeros(version: list[in
     assert in_range(text, f"<{limit}") == (have < want)
     assert in_range(text + "rc1", f"=={limit}") == (have == want)
     assert in_range(text, f">={limit},<{limit}") is False
+
+
+def test_the_urllib3_range_starts_where_the_watched_response_fits_urllib3() -> None:
+    """The watched ``HTTPResponse`` calls ``_raw_read(amt, read1=)``: urllib3 2.0 and 2.1
+    take no ``read1`` (the app's ``read()`` would get a TypeError) and 1.26 reads its body
+    elsewhere (a call was started twice), so the range begins at 2.2 (measured on 2.1.0,
+    1.26.20 and 2.2.0 with a real server: docs/propagation.md)."""
+    import inspect
+
+    from urllib3.response import HTTPResponse
+
+    from cvdiag.write import _urllib3_capture
+
+    supported = HOOKS["urllib3"].supported
+    assert [in_range(v, supported) for v in ("1.26.20", "2.0.7", "2.1.0", "2.2.0", "2.8.0")] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
+    watched = _urllib3_capture._Watched
+    for name in ("_raw_read", "_handle_chunk", "_update_chunk_length", "close"):
+        assert name in watched.__dict__ and callable(getattr(HTTPResponse, name, None)), name
+    assert "read1" in inspect.signature(HTTPResponse._raw_read).parameters

@@ -226,12 +226,8 @@ class Patch:
     __slots__ = ("around", "attr", "bedrock", "llm", "on", "original", "owner", "wrapper")
 
     def __init__(self, owner: Any, attr: str, wrapper: Any = None, *, around: Callable[[Any], Any] | None = None):
-        self.owner = owner
-        self.attr = attr
-        self.wrapper = wrapper
-        self.around = around
-        self.on = False
-        self.llm = False
+        self.owner, self.attr, self.wrapper, self.around = owner, attr, wrapper, around
+        self.on = self.llm = False
         self.bedrock = True
         self.original: Any = owner.__dict__.get(attr)
 

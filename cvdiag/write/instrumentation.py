@@ -126,7 +126,7 @@ HOOKS: dict[str, Hook] = {
     for hook in (
         Hook("httpx", "httpx", _install_httpx, uninstrument_httpx, "httpx", ">=0.23,<1"),
         Hook("aiohttp", "aiohttp", _install_aiohttp, _uninstall_aiohttp, "aiohttp", ">=3.8,<4"),
-        Hook("urllib3", "urllib3", _install_urllib3, _uninstall_urllib3, "urllib3", ">=1.26,<3"),
+        Hook("urllib3", "urllib3", _install_urllib3, _uninstall_urllib3, "urllib3", ">=2.2,<3"),
         Hook("botocore", "botocore", _nothing, _nothing, "botocore", ">=1.31,<2"),
         Hook("http.client", "http.client", _install_http_client, _uninstall_http_client),
         Hook("otel", "opentelemetry.trace", _install_otel, _stop_reading_spans, "opentelemetry-sdk", ">=1.20,<2"),
