@@ -156,3 +156,38 @@ def test_the_urllib3_range_starts_where_the_watched_response_fits_urllib3() -> N
     for name in ("_raw_read", "_handle_chunk", "_update_chunk_length", "close"):
         assert name in watched.__dict__ and callable(getattr(HTTPResponse, name, None)), name
     assert "read1" in inspect.signature(HTTPResponse._raw_read).parameters
+
+
+def test_a_refused_hook_leaves_the_hooks_beside_it_in_place() -> None:
+    """A hook refused (not installed, or outside its range) undoes nothing: the MCP
+    session (imported already) stays wrapped when the stdio spawn is refused, and the
+    Agents SDK's spans are still read when OpenTelemetry's provider is refused (each pair
+    shares its undo)."""
+    out = _python(
+        """
+import dataclasses
+from cvdiag.write import _mcp_capture, _span_evidence, instrumentation
+_mcp_capture.STDIO_HOOK = dataclasses.replace(_mcp_capture.STDIO_HOOK, supported="<1")
+instrumentation.HOOKS["otel"] = dataclasses.replace(instrumentation.HOOKS["otel"], supported="<1")
+from mcp import ClientSession
+import mcp.client.stdio as stdio
+import cvdiag
+states = cvdiag.instrument()
+print(states["otel"], states["openai-agents"], _span_evidence.switch.on)
+print(ClientSession.call_tool.__code__.co_filename.endswith("_mcp_capture.py"))
+print(stdio._create_platform_compatible_process.__code__.co_filename.endswith("_mcp_capture.py"))
+"""
+    )
+    assert out.splitlines() == ["unsupported version pending True", "True", "False"]
+
+
+def test_the_stdio_spawn_is_hooked_only_where_the_sdk_has_it() -> None:
+    """``_create_platform_compatible_process`` came with mcp 1.6 (1.2 to 1.5 spawn inline):
+    there the session is wrapped and the spawn refused, not a failure counted."""
+    import mcp.client.stdio
+
+    from cvdiag.write._mcp_capture import SESSION_HOOK, STDIO_HOOK
+
+    assert [in_range(v, STDIO_HOOK.supported) for v in ("1.5.0", "1.6.0")] == [False, True]
+    assert [in_range(v, SESSION_HOOK.supported) for v in ("1.2.0", "1.5.0")] == [True, True]
+    assert callable(mcp.client.stdio._create_platform_compatible_process)

@@ -738,7 +738,7 @@ def _unpatch() -> None:
 #: The ``mcp`` SDK's modules wrapped, each once the app imports it (importing ``mcp`` here
 #: would add a second or more to every app's start-up), in the versions known to work.
 SESSION_HOOK = Hook("mcp", _SESSION_MODULE, _wrap_session, _unpatch, "mcp", ">=1.2,<3")
-STDIO_HOOK = Hook("mcp.client.stdio", _STDIO_MODULE, _wrap_stdio, _unpatch, "mcp", ">=1.2,<3")
+STDIO_HOOK = Hook("mcp.client.stdio", _STDIO_MODULE, _wrap_stdio, _unpatch, "mcp", ">=1.6,<3")
 
 
 def install_session() -> bool:

@@ -194,8 +194,8 @@ def enable(hook: Hook) -> str:
     outside the declared range: nothing patched, ``refused`` says why) or ``failed`` (its
     internals moved; counted in ``cvdiag.stats()["internal_errors"]``)."""
     refusal = check(hook)
-    if refusal is not None:
-        disable(hook)
+    if refusal is not None:  # nothing of it was put in: hooks sharing its undo stay
+        after_import.stop_waiting(hook.module, hook.install)
         return refusal
     if _loaded(hook.module):
         return ON if _quietly(hook.install) else FAILED
