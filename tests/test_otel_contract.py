@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from otelkit import evidence, recorder, view
 
-from cvdiag.contract.otel import FailureEchoes, SpanView, read_span, scrub_metadata, span_test_id
+from cvdiag.contract.otel import FailureEchoes, SpanView, may_be_evidence, read_span, scrub_metadata, span_test_id
 from cvdiag.contract.otel._conventions import ALLOWED_KEYS, FAMILIES
 from cvdiag.contract.schema import CATALOG
 from cvdiag.contract.scrubber import SCAN_LIMIT
@@ -463,3 +463,10 @@ def test_pydantic_ai_retries_are_errors_handed_back_and_failed_output_checks() -
     )  # fmt: skip
     assert retried is not None and retried.outcome == "err" and retried.metadata["handed_back"] is True
     assert retried.metadata["error_excerpt"] == "no city called Atlantis"
+
+
+def test_a_span_no_convention_marks_is_skipped_before_it_is_read() -> None:
+    assert may_be_evidence("GET /v1/users", {"http.request.method": "GET", "url.full": "http://x"}) is False
+    assert may_be_evidence("SELECT", {"db.system": "postgresql"}) is False
+    assert may_be_evidence("lookup", {"openinference.span.kind": "TOOL"}) is True
+    assert may_be_evidence("execute_tool lookup", {}) is True  # the GenAI name alone

@@ -36,8 +36,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import StatusCode
 
-from cvdiag.contract.otel import SpanView
-from cvdiag.contract.otel._conventions import FAMILIES
+from cvdiag.contract.otel import SpanView, may_be_evidence
 from cvdiag.write import config
 from cvdiag.write._span_evidence import emit_evidence, switch
 from cvdiag.write.context import context_now
@@ -75,14 +74,6 @@ def view_of(span: ReadableSpan) -> SpanView:
     )
 
 
-#: What may make a span evidence, from the contract's own tables: an attribute that marks a
-#: convention family, or a name one of them gives. Any other span (an HTTP client's, a
-#: database's) is not read at all: most spans of a request cost only their test id. An
-#: HTTP server's span is never read here: in process the middleware writes the terminal.
-_MARKERS: frozenset[str] = frozenset(key for family in FAMILIES for key in family.markers)
-_NAMES: tuple[str, ...] = tuple(prefix for family in FAMILIES for prefix, _ in family.names)
-
-
 class SpanTap(SpanProcessor):
     """cvdiag's processor on an SDK provider: tags spans with the test id, reads the
     evidence of those that end. Never raises into the app."""
@@ -101,7 +92,7 @@ class SpanTap(SpanProcessor):
         test_id = attributes.get(TEST_ID_ATTR) if attributes else None
         if test_id is None or not config.current.settings.enabled:
             return
-        if _MARKERS.isdisjoint(attributes) and not span.name.startswith(_NAMES):
+        if not may_be_evidence(span.name, attributes):  # most spans of a request cost only their test id
             return
         try:
             emit_evidence(view_of(span), str(test_id))

@@ -15,10 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cvdiag.contract.otel._echoes import FailureEchoes
-    from cvdiag.contract.otel._read import read_span, scrub_metadata, span_test_id
+    from cvdiag.contract.otel._read import may_be_evidence, read_span, scrub_metadata, span_test_id
     from cvdiag.contract.otel._view import SpanEvidence, SpanView
 
-__all__ = ["FailureEchoes", "SpanEvidence", "SpanView", "read_span", "scrub_metadata", "span_test_id"]
+__all__ = [
+    "FailureEchoes",
+    "SpanEvidence",
+    "SpanView",
+    "may_be_evidence",
+    "read_span",
+    "scrub_metadata",
+    "span_test_id",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -30,7 +38,7 @@ def __getattr__(name: str) -> Any:
         from cvdiag.contract.otel._echoes import FailureEchoes
 
         return FailureEchoes
-    if name in ("read_span", "scrub_metadata", "span_test_id"):
+    if name in ("may_be_evidence", "read_span", "scrub_metadata", "span_test_id"):
         from cvdiag.contract.otel import _read
 
         return getattr(_read, name)

@@ -58,6 +58,18 @@ _TEXT_LIMITS: Mapping[str, int] = MappingProxyType(
 )
 
 
+#: What may make a span evidence: an attribute that marks a convention family, or a name
+#: one of them gives. Any other span (an HTTP client's, a database's) gives nothing.
+_MARKERS: frozenset[str] = frozenset(key for family in c.FAMILIES for key in family.markers)
+_NAME_PREFIXES: tuple[str, ...] = tuple(prefix for family in c.FAMILIES for prefix, _ in family.names)
+
+
+def may_be_evidence(name: str, attributes: Mapping[str, Any]) -> bool:
+    """False for a span ``read_span`` surely reads as nothing: a reader in the request
+    path skips building its view (an HTTP server's span is not counted here)."""
+    return not _MARKERS.isdisjoint(attributes) or name.startswith(_NAME_PREFIXES)
+
+
 def read_span(span: SpanView) -> SpanEvidence | None:
     """The evidence one finished span gives, or None for a span that is no evidence.
 
