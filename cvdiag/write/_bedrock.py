@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from cvdiag.write._eventstream import FrameDecoder
 from cvdiag.write._llm_stream import AnswerReader
-from cvdiag.write._llm_stream import _dumped_len as _dumped
+from cvdiag.write.dialects._base import dumped_len as _dumped
 from cvdiag.write.llm_routes import LLMRoute
 
 __all__ = ["PROVIDER", "BedrockReader", "attempt_of", "error_code", "recognise_bedrock"]
