@@ -18,48 +18,44 @@ from cvdiag.write.dialects import BY_API, DIALECTS, Dialect, dialect_modules
 PACKAGE = Path(dialects.__file__).parent
 
 
-def test_every_dialect_module_declares_its_dialects_the_same_way() -> None:
+def test_every_dialect_module_declares_its_dialect_the_same_way() -> None:
     names = dialect_modules()
     assert names == sorted(p.stem for p in PACKAGE.glob("*.py") if not p.stem.startswith("_"))
-    assert {"anthropic", "bedrock", "gemini", "openai_chat", "openai_responses"} <= set(names)
+    expected = {"anthropic", "bedrock", "gemini", "openai_chat", "openai_completions", "openai_embeddings"}
+    assert expected | {"openai_responses"} <= set(names)
     for name in names:
         module = importlib.import_module(f"cvdiag.write.dialects.{name}")
-        declared = module.DIALECTS
-        assert isinstance(declared, tuple) and declared, name
-        assert all(isinstance(d, Dialect) for d in declared), name
+        assert isinstance(module.API, str) and isinstance(module.FAMILY, str), name
         assert module.__doc__, f"{name} says which provider it reads"
+        dialect = Dialect.of(module)
+        for field in ("read_json", "tool_event", "tool_body", "tool_results", "turn_boundary", "path_route"):
+            assert getattr(dialect, field) is None or callable(getattr(dialect, field)), (name, field)
+        has_tools = [dialect.tool_array, dialect.tool_results, dialect.turn_boundary, dialect.tool_event]
+        assert all(has_tools) or not any(has_tools), f"{name}: tool calls are declared whole or not at all"
 
 
 def test_the_table_is_the_listing_and_covers_every_wire_format() -> None:
     modules = [importlib.import_module(f"cvdiag.write.dialects.{name}") for name in dialect_modules()]
-    listed = [d for module in modules for d in module.DIALECTS]
-    assert list(DIALECTS) == listed
+    assert [d.api for d in DIALECTS] == [m.API for m in modules]
     assert set(API_NAMES) <= set(BY_API)
     assert len(BY_API) == len(DIALECTS), "each api is read by exactly one dialect"
 
 
 _ACME = '''
 """Acme's in-house format (a test's provider)."""
-from cvdiag.write.dialects._base import Dialect, as_int, get
-from cvdiag.write.dialects.openai_chat import DIALECTS as _OPENAI
+from cvdiag.write.dialects._json import as_int, get
+from cvdiag.write.dialects.openai_chat import STREAM
+
+API = "acme.generate"
+FAMILY = "acme"
+PATH_SUFFIXES = ("/acme/generate",)
+HOSTS = (("llm.acme.test", "acme"),)
 
 
-def _read_json(r, body):
+def read_json(r, body):
     r.output_chars = len(get(body, "answer") or "")
     r.finish_reason = get(body, "why")
     r.prompt_tokens = as_int(get(body, "cost", "in"))
-
-
-DIALECTS = (
-    Dialect(
-        api="acme.generate",
-        family="acme",
-        stream=_OPENAI[0].stream,
-        path_suffixes=("/acme/generate",),
-        hosts=(("llm.acme.test", "acme"),),
-        read_json=_read_json,
-    ),
-)
 '''
 
 _PROBE = """

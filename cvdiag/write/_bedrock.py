@@ -20,8 +20,8 @@ from cvdiag.write.dialects.bedrock import (
     STREAMS,
     attempt_of,
     error_code,
+    read_answer,
     read_event,
-    read_json,
     recognise,
 )
 from cvdiag.write.llm_routes import LLMRoute
@@ -114,7 +114,7 @@ class BedrockReader(AnswerReader):
     # -- JSON bodies ---------------------------------------------------------------------
 
     def _read_json(self, body: Any) -> None:
-        read_json(self, self._operation, body)
+        read_answer(self, self._operation, body)
 
 
 def _int_header(headers: Any, name: str) -> int | None:

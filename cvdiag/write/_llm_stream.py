@@ -30,8 +30,8 @@ from typing import Any
 
 from cvdiag.contract.schema import LLM_APIS
 from cvdiag.write.dialects import BY_API
-from cvdiag.write.dialects._base import ERROR_TYPE_MAX as _ERROR_TYPE_MAX
 from cvdiag.write.dialects._base import OutputKey, StreamFacts
+from cvdiag.write.dialects._json import ERROR_TYPE_MAX as _ERROR_TYPE_MAX
 
 __all__ = ["API_NAMES", "JSON_CAP", "LINE_CAP", "AnswerReader", "error_type_of"]
 

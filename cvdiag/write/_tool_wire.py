@@ -36,7 +36,7 @@ from cvdiag.write._output_schema import ANSWER_CAP, Schema, requested
 from cvdiag.write.context import RequestContext
 from cvdiag.write.dialects import BY_API
 from cvdiag.write.dialects._base import ToolResult
-from cvdiag.write.dialects._base import clip as _clip
+from cvdiag.write.dialects._json import clip as _clip
 from cvdiag.write.emitter import emit_as, note_internal_error
 
 __all__ = [

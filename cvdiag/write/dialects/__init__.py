@@ -1,10 +1,13 @@
 """One module per provider dialect: everything cvdiag reads of one LLM wire format.
 
-Each public module of this package declares ``DIALECTS``, a tuple of ``Dialect`` (see
-``_base``): its routes, its stream events, its JSON answer, its tool calls asked and
-answered. The table below is built from the package listing, so adding a provider is
-adding one file. Dialect modules are pure: parsed JSON and bytes in, facts out; they
-import no HTTP client and no SDK (``tests/test_layout.py`` checks it).
+Each public module of this package is one wire format. It declares ``API``, ``FAMILY``
+and ``STREAM``, and when it has them its routes (``PATH_SUFFIXES``, ``HOSTS``,
+``path_route``), its JSON answer (``read_json``), and its tool calls asked and answered
+(``TOOL_MARKERS``, ``tool_event``, ``tool_body``, ``TOOL_ARRAY``, ``tool_results``,
+``turn_boundary``); ``Dialect.of`` reads them (see ``_base``). The table below is built
+from the package listing, so adding a provider is adding one file. Dialect modules are
+pure: bytes and parsed JSON in, facts out; they import no HTTP client and no SDK
+(``tests/test_layout.py`` checks it).
 """
 
 from __future__ import annotations
@@ -23,10 +26,7 @@ def dialect_modules() -> list[str]:
 
 
 def _load() -> tuple[Dialect, ...]:
-    found: list[Dialect] = []
-    for name in dialect_modules():
-        found.extend(importlib.import_module(f"{__name__}.{name}").DIALECTS)
-    return tuple(found)
+    return tuple(Dialect.of(importlib.import_module(f"{__name__}.{name}")) for name in dialect_modules())
 
 
 #: Every dialect, and each by the ``api`` it writes.

@@ -9,37 +9,27 @@ function a reader to set facts on; no dialect imports an HTTP client or an SDK.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
-from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS
 from cvdiag.write._tool_failures import HEAD_CHARS, is_failure
+from cvdiag.write.dialects._json import clip, dicts, dumped
 
 __all__ = [
-    "ERROR_TYPE_MAX",
     "Dialect",
     "OutputKey",
     "StreamFacts",
     "ToolResult",
-    "as_int",
-    "as_str",
-    "clip",
-    "dicts",
-    "dumped",
-    "dumped_len",
-    "get",
     "int_re",
-    "mapping",
+    "role_turn",
+    "stream_facts",
     "strings",
     "word_re",
 ]
 
-# Kept longer than written (LLM_TEXT_MAX_CHARS): the capture scrubs it first, then cuts.
-ERROR_TYPE_MAX = 8 * LLM_TEXT_MAX_CHARS
-_NAME_MAX = LLM_TEXT_MAX_CHARS
 # A JSON string value: group 1 is its body (escapes kept).
 _STRING = rb'\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"'
 
@@ -99,6 +89,23 @@ class StreamFacts:
     incomplete_reason: re.Pattern[bytes] | None = None
 
 
+def stream_facts(
+    output: tuple[str, ...],
+    finish: str | None,
+    tokens: tuple[str, str] = ("input_tokens", "output_tokens"),
+    usage_key: bytes = b"_tokens",
+    terminals: tuple[tuple[bytes, str | None], ...] = (),
+    **more: Any,
+) -> StreamFacts:
+    """The ``StreamFacts`` of a stream whose text is in ``output`` keys, whose finish reason
+    is the ``finish`` key and whose usage is the ``tokens`` (prompt, completion) keys."""
+    key = b'"' + finish.encode() + b'"' if finish else b""
+    return StreamFacts(
+        strings(*output), word_re(finish) if finish else None, key, key + b":null" if finish else b"",
+        int_re(tokens[0]), int_re(tokens[1]), usage_key, terminals, **more,
+    )  # fmt: skip
+
+
 #: ``read(reader, parsed)``: sets facts on an ``AnswerReader`` or an ``AnswerTools``.
 Read = Callable[[Any, Any], None]
 
@@ -112,7 +119,7 @@ class Dialect:
     #: The provider family an unknown host is named after (``<family>-compatible``).
     family: str
     #: How its answers stream (None: read as chat completions would be).
-    stream: StreamFacts | None
+    stream: StreamFacts | None = None
     #: Path suffixes that name this format on any host (most specific wins).
     path_suffixes: tuple[str, ...] = ()
     #: A format whose path names the model: a cheap marker, then ``path_route`` -> (model, stream).
@@ -130,6 +137,19 @@ class Dialect:
     tool_array: bytes | None = None
     tool_results: Callable[[dict, list[ToolResult]], None] | None = None
     turn_boundary: Callable[[dict], bool] | None = None
+
+    @classmethod
+    def of(cls, module: ModuleType) -> Dialect:
+        """The dialect a module declares: ``API``, ``FAMILY`` and ``STREAM`` always; the
+        rest (``PATH_SUFFIXES``, ``HOSTS``, ``read_json``, ``tool_event``...) when it has them."""
+        found = {name: getattr(module, name.upper(), None) for name in _DECLARED}
+        found.update((name, getattr(module, name, None)) for name in _FUNCTIONS)
+        return cls(**{name: value for name, value in found.items() if value is not None})
+
+
+#: What a dialect module declares: constants (upper case) and functions.
+_DECLARED = ("api", "family", "stream", "path_suffixes", "path_marker", "hosts", "tool_markers", "tool_array")
+_FUNCTIONS = ("path_route", "read_json", "tool_event", "tool_body", "tool_results", "turn_boundary")
 
 
 # -- tool results ---------------------------------------------------------------------------
@@ -173,54 +193,10 @@ def _content_text(content: Any) -> str:
     return dumped(content)
 
 
-# -- JSON helpers -------------------------------------------------------------------------
+def role_turn(role: str) -> Callable[[dict], bool]:
+    """A ``turn_boundary``: an element of this role starts a new turn."""
 
+    def starts_turn(element: dict) -> bool:
+        return element.get("role") == role
 
-def dicts(value: Any) -> list[dict]:
-    """The dict elements of a list (nothing for anything else)."""
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def mapping(value: Any) -> dict:
-    """``value`` when it is a dict, else an empty one."""
-    return value if isinstance(value, dict) else {}
-
-
-def get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def as_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def as_str(value: Any) -> str | None:
-    return value[:ERROR_TYPE_MAX] if isinstance(value, str) and value else None
-
-
-def clip(value: Any, limit: int = _NAME_MAX) -> str | None:
-    return value[:limit] if isinstance(value, str) and value else None
-
-
-def dumped_len(value: Any) -> int:
-    """Characters of a value as the model wrote it (a string as is, else compact JSON)."""
-    if isinstance(value, str):
-        return len(value)
-    try:
-        return len(json.dumps(value, separators=(",", ":")))
-    except (TypeError, ValueError):
-        return 0
-
-
-def dumped(value: Any) -> str:
-    """JSON text of an argument or result object (compact; ``str`` kept as it is)."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return ""
+    return starts_turn

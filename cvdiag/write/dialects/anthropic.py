@@ -5,37 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from cvdiag.write.dialects._base import (
-    Dialect,
-    StreamFacts,
-    ToolResult,
-    as_int,
-    as_str,
-    dicts,
-    dumped,
-    dumped_len,
-    get,
-    int_re,
-    mapping,
-    strings,
-    word_re,
-)
+from cvdiag.write.dialects._base import ToolResult, role_turn, stream_facts
+from cvdiag.write.dialects._json import as_int, as_str, dicts, dumped, dumped_len, get, mapping
 
-__all__ = ["DIALECTS"]
+__all__ = ["API", "read_json", "tool_event", "tool_results"]
 
-_STREAM = StreamFacts(
-    output=strings("text", "partial_json", "thinking"),
-    finish=word_re("stop_reason"),
-    finish_key=b'"stop_reason"',
-    finish_null=b'"stop_reason":null',
-    prompt_tokens=int_re("input_tokens"),
-    completion_tokens=int_re("output_tokens"),
-    usage_key=b"_tokens",
+API = "messages"
+FAMILY = "anthropic"
+PATH_SUFFIXES = ("/v1/messages",)
+HOSTS = (("api.anthropic.com", "anthropic"),)
+STREAM = stream_facts(
+    ("text", "partial_json", "thinking"),
+    "stop_reason",
     terminals=((b"event: message_stop", None), (b'"type":"message_stop"', None)),
 )
 
 
-def _read_json(r: Any, body: Any) -> None:
+def read_json(r: Any, body: Any) -> None:
     chars = 0
     for block in dicts(get(body, "content")):
         if block.get("type") == "tool_use":
@@ -48,7 +34,11 @@ def _read_json(r: Any, body: Any) -> None:
     r.completion_tokens = as_int(get(body, "usage", "output_tokens"))
 
 
-def _tool_event(t: Any, event: dict) -> None:
+#: Answer markers worth a parse for tool calls.
+TOOL_MARKERS = (b'"tool_use"', b'"input_json_delta"')
+
+
+def tool_event(t: Any, event: dict) -> None:
     kind = event.get("type")
     if kind == "content_block_start":
         block = mapping(event.get("content_block"))
@@ -66,7 +56,7 @@ def _tool_event(t: Any, event: dict) -> None:
             t.said(delta.get("text"))
 
 
-def _tool_body(t: Any, body: dict) -> None:
+def tool_body(t: Any, body: dict) -> None:
     for n, block in enumerate(dicts(body.get("content"))):
         if block.get("type") == "tool_use":
             asked = t.ask(n, block.get("id"), block.get("name"))
@@ -76,31 +66,14 @@ def _tool_body(t: Any, body: dict) -> None:
             t.said(block.get("text"))
 
 
-def _tool_results(element: dict, out: list[ToolResult]) -> None:
+#: The request body's growing array, and the element that starts a new turn.
+TOOL_ARRAY = b"messages"
+turn_boundary = role_turn("assistant")
+
+
+def tool_results(element: dict, out: list[ToolResult]) -> None:
     for block in dicts(element.get("content")):
         if block.get("type") == "tool_result":
             out.append(
                 ToolResult(block.get("tool_use_id"), None, block.get("content"), is_error=block.get("is_error") is True)
             )
-
-
-def _assistant_turn(element: dict) -> bool:
-    return element.get("role") == "assistant"
-
-
-DIALECTS = (
-    Dialect(
-        api="messages",
-        family="anthropic",
-        stream=_STREAM,
-        path_suffixes=("/v1/messages",),
-        hosts=(("api.anthropic.com", "anthropic"),),
-        read_json=_read_json,
-        tool_markers=(b'"tool_use"', b'"input_json_delta"'),
-        tool_event=_tool_event,
-        tool_body=_tool_body,
-        tool_array=b"messages",
-        tool_results=_tool_results,
-        turn_boundary=_assistant_turn,
-    ),
-)

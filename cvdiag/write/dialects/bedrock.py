@@ -19,11 +19,16 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from cvdiag.write.dialects._base import Dialect, as_int, dumped_len
+from cvdiag.write.dialects._json import as_int, dumped_len
 
-__all__ = ["DIALECTS", "PROVIDER", "STREAMS", "attempt_of", "error_code", "read_event", "read_json", "recognise"]
+__all__ = ["API", "PROVIDER", "STREAMS", "attempt_of", "error_code", "read_answer", "read_event", "recognise"]
 
 PROVIDER = "aws-bedrock"
+#: Bedrock writes ``api: other`` (its operations are none of the shared formats); its
+#: stream is event-stream frames, not SSE (``STREAM`` stays chat's, unused), and its
+#: tool calls are not paired yet.
+API = "other"
+FAMILY = PROVIDER
 _ROUTE = re.compile(r"/model/([^/]{1,256})/(converse|converse-stream|invoke|invoke-with-response-stream)$")
 _ATTEMPT = re.compile(r"attempt=(\d+)")
 STREAMS = frozenset({"converse-stream", "invoke-with-response-stream"})
@@ -139,7 +144,7 @@ def _usage(r: Any, usage: Any, prompt_key: str, completion_key: str) -> None:
 # -- JSON bodies ---------------------------------------------------------------------------
 
 
-def read_json(r: Any, operation: str, body: Any) -> None:
+def read_answer(r: Any, operation: str, body: Any) -> None:
     """A whole JSON answer of ``operation`` (an error body gives its code only)."""
     if not isinstance(body, dict):
         return
@@ -173,8 +178,3 @@ def _converse_json(r: Any, body: dict) -> None:
     r.output_chars = chars
     _stop(r, body)
     _usage(r, body.get("usage"), "inputTokens", "outputTokens")
-
-
-#: Bedrock writes ``api: other`` (its own operations are not one of the shared formats);
-#: it has no stream markers of the SSE kind and no tool pairing yet.
-DIALECTS = (Dialect(api="other", family=PROVIDER, stream=None),)

@@ -10,28 +10,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cvdiag.write.dialects._base import (
-    Dialect,
-    StreamFacts,
-    ToolResult,
-    as_int,
-    as_str,
-    dicts,
-    dumped,
-    dumped_len,
-    get,
-    int_re,
-    mapping,
-    strings,
-    word_re,
-)
+from cvdiag.write.dialects._base import ToolResult, role_turn, stream_facts
+from cvdiag.write.dialects._json import as_int, as_str, dicts, dumped, dumped_len, get, mapping
 
-__all__ = ["DIALECTS"]
+__all__ = ["API", "path_route", "read_json", "tool_event", "tool_results"]
 
+API = "generate_content"
+FAMILY = "gemini"
+HOSTS = (("generativelanguage.googleapis.com", "gemini"), ("aiplatform.googleapis.com", "vertex-ai"))
+#: The path names the model and whether it streams (``path_route``), after a cheap marker.
+PATH_MARKER = ":"
 _PATH = re.compile(r"/models/([^/:]{1,128}):(generateContent|streamGenerateContent)$")
 
 
-def _route(path: str) -> tuple[str, bool] | None:
+def path_route(path: str) -> tuple[str, bool] | None:
     found = _PATH.search(path)
     return (found.group(1), found.group(2).startswith("s")) if found is not None else None
 
@@ -46,22 +38,13 @@ def call_chars(event: Any) -> int:
     return chars
 
 
-_STREAM = StreamFacts(
-    output=strings("text"),
-    finish=word_re("finishReason"),
-    finish_key=b'"finishReason"',
-    finish_null=b'"finishReason":null',
-    prompt_tokens=int_re("promptTokenCount"),
-    completion_tokens=int_re("candidatesTokenCount"),
-    usage_key=b"TokenCount",
-    terminals=(),
-    finish_ends=True,
-    object_calls=b'"functionCall"',
-    object_call_chars=call_chars,
-)
+STREAM = stream_facts(
+    ("text",), "finishReason", ("promptTokenCount", "candidatesTokenCount"), b"TokenCount",
+    finish_ends=True, object_calls=b'"functionCall"', object_call_chars=call_chars,
+)  # fmt: skip
 
 
-def _read_json(r: Any, body: Any) -> None:
+def read_json(r: Any, body: Any) -> None:
     # A non-SSE streamGenerateContent answers a JSON array of the same objects.
     chars = 0
     for event in body if isinstance(body, list) else [body]:
@@ -75,7 +58,10 @@ def _read_json(r: Any, body: Any) -> None:
     r.output_chars = chars
 
 
-def _tool_event(t: Any, event: dict) -> None:
+TOOL_MARKERS = (b'"functionCall"',)
+
+
+def tool_event(t: Any, event: dict) -> None:
     for candidate in dicts(event.get("candidates")):
         for part in dicts(mapping(candidate.get("content")).get("parts")):
             call = part.get("functionCall")
@@ -87,7 +73,13 @@ def _tool_event(t: Any, event: dict) -> None:
                 t.said(part.get("text"))
 
 
-def _tool_results(element: dict, out: list[ToolResult]) -> None:
+#: A JSON body holds the same objects as the events.
+tool_body = tool_event
+TOOL_ARRAY = b"contents"
+turn_boundary = role_turn("model")
+
+
+def tool_results(element: dict, out: list[ToolResult]) -> None:
     for part in dicts(element.get("parts")):
         response = part.get("functionResponse")
         if not isinstance(response, dict):
@@ -97,26 +89,3 @@ def _tool_results(element: dict, out: list[ToolResult]) -> None:
         if body.get("error") is not None and result.error_kind is None:
             result.failed_as("reported", body["error"])  # google-genai: "error" holds a failure
         out.append(result)
-
-
-def _model_turn(element: dict) -> bool:
-    return element.get("role") == "model"
-
-
-DIALECTS = (
-    Dialect(
-        api="generate_content",
-        family="gemini",
-        stream=_STREAM,
-        path_marker=":",
-        path_route=_route,
-        hosts=(("generativelanguage.googleapis.com", "gemini"), ("aiplatform.googleapis.com", "vertex-ai")),
-        read_json=_read_json,
-        tool_markers=(b'"functionCall"',),
-        tool_event=_tool_event,
-        tool_body=_tool_event,  # a JSON body holds the same objects as the events
-        tool_array=b"contents",
-        tool_results=_tool_results,
-        turn_boundary=_model_turn,
-    ),
-)

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions, and its older siblings Completions and Embeddings.
+"""OpenAI Chat Completions.
 
 Spoken by OpenAI and every OpenAI-compatible server (Azure, OpenRouter, Groq, vLLM,
 Ollama, LiteLLM...). Streams end with ``data: [DONE]``; an answer asks for tools in
@@ -10,23 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cvdiag.write.dialects._base import (
-    Dialect,
-    StreamFacts,
-    ToolResult,
-    as_int,
-    as_str,
-    dicts,
-    dumped,
-    dumped_len,
-    get,
-    int_re,
-    mapping,
-    strings,
-    word_re,
-)
+from cvdiag.write.dialects._base import StreamFacts, ToolResult, role_turn, stream_facts
+from cvdiag.write.dialects._json import as_int, as_str, dicts, dumped, dumped_len, get, mapping
 
-__all__ = ["DIALECTS"]
+__all__ = ["API", "HOSTS", "STREAM", "openai_stream", "read_json", "tool_event", "tool_results", "usage"]
 
 #: Hosts that speak the OpenAI formats (Chat Completions and Responses alike).
 HOSTS: tuple[tuple[str, str], ...] = (
@@ -45,28 +32,25 @@ HOSTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _stream(*output: str) -> StreamFacts:
-    return StreamFacts(
-        output=strings(*output),
-        finish=word_re("finish_reason"),
-        finish_key=b'"finish_reason"',
-        finish_null=b'"finish_reason":null',
-        prompt_tokens=int_re("prompt_tokens"),
-        completion_tokens=int_re("completion_tokens"),
-        usage_key=b"_tokens",
-        terminals=((b"data: [DONE]", None), (b"data:[DONE]", None)),
-    )
+def openai_stream(*output: str) -> StreamFacts:
+    """The event stream of the OpenAI-style formats whose text is in the ``output`` keys."""
+    tokens = ("prompt_tokens", "completion_tokens")
+    return stream_facts(output, "finish_reason", tokens, terminals=((b"data: [DONE]", None), (b"data:[DONE]", None)))
 
 
-_CHAT_STREAM = _stream("content", "arguments", "refusal")
+API = "chat.completions"
+FAMILY = "openai"
+PATH_SUFFIXES = ("/chat/completions",)
+STREAM = openai_stream("content", "arguments", "refusal")
 
 
-def _usage(r: Any, body: Any) -> None:
+def usage(r: Any, body: Any) -> None:
+    """Token usage of a whole OpenAI-style answer."""
     r.prompt_tokens = as_int(get(body, "usage", "prompt_tokens"))
     r.completion_tokens = as_int(get(body, "usage", "completion_tokens"))
 
 
-def _chat_json(r: Any, body: Any) -> None:
+def read_json(r: Any, body: Any) -> None:
     chars = 0
     for choice in dicts(get(body, "choices")):
         message = choice.get("message") or {}
@@ -76,23 +60,13 @@ def _chat_json(r: Any, body: Any) -> None:
                 chars += dumped_len(get(call, "function", "arguments") or "")
         r.finish_reason = as_str(choice.get("finish_reason")) or r.finish_reason
     r.output_chars = chars
-    _usage(r, body)
+    usage(r, body)
 
 
-def _completions_json(r: Any, body: Any) -> None:
-    chars = 0
-    for choice in dicts(get(body, "choices")):
-        chars += len(choice.get("text") or "")
-        r.finish_reason = as_str(choice.get("finish_reason")) or r.finish_reason
-    r.output_chars = chars
-    _usage(r, body)
+TOOL_MARKERS = (b'"tool_calls"', b'"function_call"')
 
 
-def _embeddings_json(r: Any, body: Any) -> None:
-    r.prompt_tokens = as_int(get(body, "usage", "prompt_tokens"))
-
-
-def _tool_event(t: Any, event: dict) -> None:
+def tool_event(t: Any, event: dict) -> None:
     for choice in dicts(event.get("choices")):
         delta = mapping(choice.get("delta"))
         t.said(delta.get("content"))
@@ -110,7 +84,7 @@ def _tool_event(t: Any, event: dict) -> None:
                 asked.add_args(legacy["arguments"])
 
 
-def _tool_body(t: Any, body: dict) -> None:
+def tool_body(t: Any, body: dict) -> None:
     for choice in dicts(body.get("choices")):
         message = mapping(choice.get("message"))
         t.said(message.get("content"))
@@ -126,46 +100,13 @@ def _tool_body(t: Any, body: dict) -> None:
                 asked.add_args(dumped(legacy.get("arguments") or ""))
 
 
-def _tool_results(element: dict, out: list[ToolResult]) -> None:
+TOOL_ARRAY = b"messages"
+turn_boundary = role_turn("assistant")
+
+
+def tool_results(element: dict, out: list[ToolResult]) -> None:
     role = element.get("role")
     if role == "tool":
         out.append(ToolResult(element.get("tool_call_id"), element.get("name"), element.get("content")))
     elif role == "function":
         out.append(ToolResult(None, element.get("name"), element.get("content")))
-
-
-def _assistant_turn(element: dict) -> bool:
-    return element.get("role") == "assistant"
-
-
-DIALECTS = (
-    Dialect(
-        api="chat.completions",
-        family="openai",
-        stream=_CHAT_STREAM,
-        path_suffixes=("/chat/completions",),
-        hosts=HOSTS,
-        read_json=_chat_json,
-        tool_markers=(b'"tool_calls"', b'"function_call"'),
-        tool_event=_tool_event,
-        tool_body=_tool_body,
-        tool_array=b"messages",
-        tool_results=_tool_results,
-        turn_boundary=_assistant_turn,
-    ),
-    Dialect(
-        api="completions",
-        family="openai",
-        stream=_stream("text"),
-        path_suffixes=("/completions",),
-        read_json=_completions_json,
-    ),
-    # Embeddings never stream; an event stream there is read as chat would be.
-    Dialect(
-        api="embeddings",
-        family="openai",
-        stream=_CHAT_STREAM,
-        path_suffixes=("/embeddings",),
-        read_json=_embeddings_json,
-    ),
-)

@@ -5,42 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from cvdiag.write.dialects._base import (
-    Dialect,
-    StreamFacts,
-    ToolResult,
-    as_int,
-    as_str,
-    dicts,
-    dumped,
-    dumped_len,
-    get,
-    int_re,
-    mapping,
-    strings,
-    word_re,
+from cvdiag.write.dialects._base import ToolResult, stream_facts, word_re
+from cvdiag.write.dialects._json import as_int, as_str, dicts, dumped, dumped_len, get, mapping
+
+__all__ = ["API", "read_json", "tool_event", "tool_results"]
+
+API = "responses"
+FAMILY = "openai"
+PATH_SUFFIXES = ("/responses",)
+_TERMINALS = (
+    (b"response.completed", "completed"),
+    (b"response.incomplete", "incomplete"),
+    (b"response.failed", "failed"),
 )
-
-__all__ = ["DIALECTS"]
-
-_STREAM = StreamFacts(
-    output=strings("delta"),
-    finish=None,
-    finish_key=b"",
-    finish_null=b"",
-    prompt_tokens=int_re("input_tokens"),
-    completion_tokens=int_re("output_tokens"),
-    usage_key=b"_tokens",
-    terminals=(
-        (b"response.completed", "completed"),
-        (b"response.incomplete", "incomplete"),
-        (b"response.failed", "failed"),
-    ),
-    incomplete_reason=word_re("reason"),
-)
+STREAM = stream_facts(("delta",), None, terminals=_TERMINALS, incomplete_reason=word_re("reason"))
 
 
-def _read_json(r: Any, body: Any) -> None:
+def read_json(r: Any, body: Any) -> None:
     chars = 0
     for item in dicts(get(body, "output")):
         if item.get("type") == "function_call":
@@ -68,7 +49,10 @@ def _item(t: Any, item: dict, *, whole: bool) -> None:
             t.said(part.get("text"))
 
 
-def _tool_event(t: Any, event: dict) -> None:
+TOOL_MARKERS = (b'"function_call"',)
+
+
+def tool_event(t: Any, event: dict) -> None:
     kind = event.get("type")
     if kind == "response.output_item.added":
         _item(t, mapping(event.get("item")), whole=False)
@@ -84,32 +68,18 @@ def _tool_event(t: Any, event: dict) -> None:
                 _item(t, item, whole=True)
 
 
-def _tool_body(t: Any, body: dict) -> None:
+def tool_body(t: Any, body: dict) -> None:
     for item in dicts(body.get("output")):
         _item(t, item, whole=True)
 
 
-def _tool_results(element: dict, out: list[ToolResult]) -> None:
+TOOL_ARRAY = b"input"
+
+
+def tool_results(element: dict, out: list[ToolResult]) -> None:
     if element.get("type") in ("function_call_output", "custom_tool_call_output"):
         out.append(ToolResult(element.get("call_id"), None, element.get("output")))
 
 
-def _message_turn(element: dict) -> bool:
+def turn_boundary(element: dict) -> bool:
     return element.get("type", "message") == "message"
-
-
-DIALECTS = (
-    Dialect(
-        api="responses",
-        family="openai",
-        stream=_STREAM,
-        path_suffixes=("/responses",),
-        read_json=_read_json,
-        tool_markers=(b'"function_call"',),
-        tool_event=_tool_event,
-        tool_body=_tool_body,
-        tool_array=b"input",
-        tool_results=_tool_results,
-        turn_boundary=_message_turn,
-    ),
-)
