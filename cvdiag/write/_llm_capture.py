@@ -328,13 +328,6 @@ class Exchange:
         except Exception:
             note_internal_error()
 
-    def interrupted(self, exc: BaseException) -> None:
-        """Reading the body stopped on ``exc``: the caller let go of it (``GeneratorExit``), or it failed."""
-        if isinstance(exc, GeneratorExit):
-            self.abandoned()
-        else:
-            self.failed(exc)
-
     def failed(self, exc: BaseException) -> None:
         """Sending, or reading the body, raised ``exc`` (re-raised by the caller)."""
         if is_cancelled(exc):
@@ -520,6 +513,15 @@ def _note_unless_timeout(exc: Exception) -> None:
         note_internal_error()
 
 
+def _interrupted(exchange: Any, exc: BaseException) -> None:
+    """Reading the body stopped on ``exc``: the caller let go of it (``GeneratorExit``), or it
+    failed. ``exchange``: an ``Exchange`` or an MCP one (``_mcp_capture``)."""
+    if isinstance(exc, GeneratorExit):
+        exchange.abandoned()
+    else:
+        exchange.failed(exc)
+
+
 class _Observed:
     """A response byte stream that shows each chunk to its exchange and passes it on."""
 
@@ -543,7 +545,7 @@ class _ObservedSync(_Observed):
                 feed(chunk)
                 yield chunk
         except BaseException as exc:
-            exchange.interrupted(exc)
+            _interrupted(exchange, exc)
             raise
         exchange.ended()
 
@@ -576,7 +578,7 @@ class _ObservedAsync(_Observed):
                 feed(chunk)
                 yield chunk
         except BaseException as exc:
-            exchange.interrupted(exc)
+            _interrupted(exchange, exc)
             raise
         exchange.ended()
 
