@@ -66,6 +66,31 @@ def test_each_side_imports_only_what_the_architecture_allows(side: str) -> None:
     assert _violations(side) == []
 
 
+# A dialect module is pure (bytes and parsed JSON in, facts out): the standard library, the
+# contract, its own package and the pure tool-failure patterns; no HTTP client, no SDK.
+DIALECTS = PACKAGE / "write" / "dialects"
+DIALECT_MAY_IMPORT = ("cvdiag.contract", "cvdiag.write.dialects", "cvdiag.write._tool_failures")
+STDLIB_CLIENTS = ("http", "urllib.request", "socket", "ssl", "asyncio")
+
+
+def _dialect_violations(root: Path) -> list[str]:
+    bad = []
+    for path in sorted(root.glob("*.py")):
+        for line, name in _imports(path):
+            top = name.split(".")[0]
+            client = any(name == c or name.startswith(c + ".") for c in STDLIB_CLIENTS)
+            if name == "__future__" or (top in sys.stdlib_module_names and not client):
+                continue
+            if not any(name == a or name.startswith(a + ".") for a in DIALECT_MAY_IMPORT):
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}")
+    return bad
+
+
+def test_dialect_modules_import_no_client_and_no_sdk() -> None:
+    assert sorted(DIALECTS.glob("*.py")), "the dialect package is where the architecture says"
+    assert _dialect_violations(DIALECTS) == []
+
+
 def test_every_module_lives_in_a_side_package() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert top == ["__init__.py", "__main__.py", "testing.py"]

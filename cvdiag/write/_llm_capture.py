@@ -174,6 +174,13 @@ class Exchange:
         "watch",
     )
 
+    first_output_ns: int | None
+    http_status: int | None
+    retry_after_ms: int | None
+    request_id: str | None
+    reader: AnswerReader | None
+    _retry_key: RetryKey | None
+
     def __init__(
         self, route: LLMRoute, ctx: RequestContext, scope: LLMCall | None, attempt: int, client: str | None = None
     ) -> None:
@@ -184,12 +191,9 @@ class Exchange:
         self.scope = scope
         self.attempt = attempt
         self.start_ns = time.monotonic_ns()
-        self.first_output_ns: int | None = None
-        self.http_status: int | None = None
-        self.retry_after_ms: int | None = None
-        self.request_id: str | None = None
-        self.reader: AnswerReader | None = None
-        self._retry_key: RetryKey | None = None
+        # Unknown until the answer (and the retry count) say otherwise.
+        self.first_output_ns = self.http_status = self.retry_after_ms = self.request_id = None
+        self.reader = self._retry_key = None
         self._done = False
         self._error_bytes = 0
         self._lock = threading.Lock()
@@ -509,13 +513,29 @@ def _note_unless_timeout(exc: Exception) -> None:
         note_internal_error()
 
 
-class _ObservedSync:
+def _interrupted(exchange: Any, exc: BaseException) -> None:
+    """Reading the body stopped on ``exc``: the caller let go of it (``GeneratorExit``), or it
+    failed. ``exchange``: an ``Exchange`` or an MCP one (``_mcp_capture``)."""
+    if isinstance(exc, GeneratorExit):
+        exchange.abandoned()
+    else:
+        exchange.failed(exc)
+
+
+class _Observed:
     """A response byte stream that shows each chunk to its exchange and passes it on."""
 
     def __init__(self, inner: Any, exchange: Exchange, request: Any = None) -> None:
         self._inner = inner
         self._exchange = exchange
         self._request = request
+
+    def __del__(self) -> None:  # a body nobody closed: the call still gets its one ending
+        _let_go(self)
+
+
+class _ObservedSync(_Observed):
+    """The observed stream of a sync client."""
 
     def __iter__(self) -> Iterator[bytes]:
         exchange = self._exchange
@@ -524,11 +544,8 @@ class _ObservedSync:
             for chunk in self._inner:
                 feed(chunk)
                 yield chunk
-        except GeneratorExit:
-            exchange.abandoned()
-            raise
         except BaseException as exc:
-            exchange.failed(exc)
+            _interrupted(exchange, exc)
             raise
         exchange.ended()
 
@@ -549,17 +566,9 @@ class _ObservedSync:
             exchange.abandoned()
             self._inner.close()
 
-    def __del__(self) -> None:  # a body nobody closed: the call still gets its one ending
-        _let_go(self)
 
-
-class _ObservedAsync:
+class _ObservedAsync(_Observed):
     """The async twin of ``_ObservedSync``."""
-
-    def __init__(self, inner: Any, exchange: Exchange, request: Any = None) -> None:
-        self._inner = inner
-        self._exchange = exchange
-        self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         exchange = self._exchange
@@ -568,11 +577,8 @@ class _ObservedAsync:
             async for chunk in self._inner:
                 feed(chunk)
                 yield chunk
-        except GeneratorExit:
-            exchange.abandoned()
-            raise
         except BaseException as exc:
-            exchange.failed(exc)
+            _interrupted(exchange, exc)
             raise
         exchange.ended()
 
@@ -594,9 +600,6 @@ class _ObservedAsync:
             if not exchange.error_piece(chunk, deadline):
                 break
         exchange.ended()
-
-    def __del__(self) -> None:
-        _let_go(self)
 
 
 # Bodies nobody closed, found by the garbage collector. The collector runs at any

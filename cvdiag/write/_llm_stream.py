@@ -24,12 +24,14 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import itemgetter, methodcaller, not_
 from typing import Any
 
-from cvdiag.contract.schema import LLM_APIS, LLM_TEXT_MAX_CHARS
+from cvdiag.contract.schema import LLM_APIS
+from cvdiag.write.dialects import BY_API
+from cvdiag.write.dialects._base import OutputKey, StreamFacts
+from cvdiag.write.dialects._json import ERROR_TYPE_MAX as _ERROR_TYPE_MAX
 
 __all__ = ["API_NAMES", "JSON_CAP", "LINE_CAP", "AnswerReader", "error_type_of"]
 
@@ -44,11 +46,8 @@ _CLIP = 1 << 13
 _INFLATE_STEP = 1 << 16
 #: Once output has begun, whole SSE lines are read in batches of about this many bytes.
 _BATCH = 1 << 14
-# Kept longer than written (LLM_TEXT_MAX_CHARS): the capture scrubs it first, then cuts.
-_ERROR_TYPE_MAX = 8 * LLM_TEXT_MAX_CHARS
 
-# A JSON string value: group 1 is its body (escapes kept); and a body after its opening quote.
-_STRING = rb'\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"'
+# A JSON string body after its opening quote.
 _BODY = re.compile(rb'([^"\\]*(?:\\.[^"\\]*)*)"')
 # Constant arguments for ``map`` over the pieces of a block (``repeat`` never runs out).
 _QUOTE, _BACKSLASH = repeat(b'"'), repeat(b"\\")
@@ -56,116 +55,9 @@ _FIRST = itemgetter(0)
 _DECODE = methodcaller("decode", "utf-8", "replace")
 
 
-@dataclass(frozen=True, slots=True)
-class _Key:
-    """A key whose string values are output: the key, the two forms its string values take
-    (``"key":"`` from OpenAI and Anthropic, ``"key": "`` from Gemini), and the pattern that
-    reads it in any form."""
-
-    key: bytes
-    forms: tuple[bytes, bytes]
-    pattern: re.Pattern[bytes]
-
-
-def _strings(*keys: str) -> tuple[_Key, ...]:
-    found = []
-    for k in keys:
-        key = b'"' + k.encode() + b'"'
-        found.append(_Key(key, (key + b':"', key + b': "'), re.compile(re.escape(key) + _STRING)))
-    return tuple(found)
-
-
-def _int_re(key: str) -> re.Pattern[bytes]:
-    return re.compile(rb'"' + key.encode() + rb'"\s*:\s*(\d+)')
-
-
-def _word_re(key: str) -> re.Pattern[bytes]:
-    return re.compile(rb'"' + key.encode() + rb'"\s*:\s*"([A-Za-z0-9_.:-]{1,64})"')
-
-
-@dataclass(frozen=True, slots=True)
-class _Dialect:
-    """How one provider's event stream says what ``AnswerReader`` records."""
-
-    output: tuple[_Key, ...]  # keys of the strings of generated text and tool-call arguments
-    finish: re.Pattern[bytes] | None
-    finish_key: bytes
-    #: The finish key with no reason yet (every chat event has one): no regex needed.
-    finish_null: bytes
-    prompt_tokens: re.Pattern[bytes]
-    completion_tokens: re.Pattern[bytes]
-    usage_key: bytes
-    #: (marker, finish reason it implies or None): any of them ends the stream cleanly.
-    terminals: tuple[tuple[bytes, str | None], ...]
-    #: The stream has no terminal event of its own: a finish reason ends it (Gemini).
-    finish_ends: bool = False
-    #: Tool calls whose arguments are objects, not strings: parse their events (Gemini).
-    object_calls: bytes | None = None
-    #: The finish reason of an incomplete answer, read from the terminal event (Responses).
-    incomplete_reason: re.Pattern[bytes] | None = None
-
-
-_OPENAI_DONE = ((b"data: [DONE]", None), (b"data:[DONE]", None))
-_OPENAI_USAGE = dict(
-    prompt_tokens=_int_re("prompt_tokens"), completion_tokens=_int_re("completion_tokens"), usage_key=b"_tokens"
-)
-_DIALECTS: dict[str, _Dialect] = {
-    "chat.completions": _Dialect(
-        output=_strings("content", "arguments", "refusal"),
-        finish=_word_re("finish_reason"),
-        finish_key=b'"finish_reason"',
-        finish_null=b'"finish_reason":null',
-        terminals=_OPENAI_DONE,
-        **_OPENAI_USAGE,  # type: ignore[arg-type]
-    ),
-    "completions": _Dialect(
-        output=_strings("text"),
-        finish=_word_re("finish_reason"),
-        finish_key=b'"finish_reason"',
-        finish_null=b'"finish_reason":null',
-        terminals=_OPENAI_DONE,
-        **_OPENAI_USAGE,  # type: ignore[arg-type]
-    ),
-    "responses": _Dialect(
-        output=_strings("delta"),
-        finish=None,
-        finish_key=b"",
-        finish_null=b"",
-        prompt_tokens=_int_re("input_tokens"),
-        completion_tokens=_int_re("output_tokens"),
-        usage_key=b"_tokens",
-        terminals=(
-            (b"response.completed", "completed"),
-            (b"response.incomplete", "incomplete"),
-            (b"response.failed", "failed"),
-        ),
-        incomplete_reason=_word_re("reason"),
-    ),
-    "messages": _Dialect(
-        output=_strings("text", "partial_json", "thinking"),
-        finish=_word_re("stop_reason"),
-        finish_key=b'"stop_reason"',
-        finish_null=b'"stop_reason":null',
-        prompt_tokens=_int_re("input_tokens"),
-        completion_tokens=_int_re("output_tokens"),
-        usage_key=b"_tokens",
-        terminals=((b"event: message_stop", None), (b'"type":"message_stop"', None)),
-    ),
-    "generate_content": _Dialect(
-        output=_strings("text"),
-        finish=_word_re("finishReason"),
-        finish_key=b'"finishReason"',
-        finish_null=b'"finishReason":null',
-        prompt_tokens=_int_re("promptTokenCount"),
-        completion_tokens=_int_re("candidatesTokenCount"),
-        usage_key=b"TokenCount",
-        terminals=(),
-        finish_ends=True,
-        object_calls=b'"functionCall"',
-    ),
-}
-# Embeddings never stream; an event stream there is read as chat would be.
-_DIALECTS["embeddings"] = _DIALECTS["chat.completions"]
+#: How each api's event stream says its facts (an unknown api is read as chat would be).
+_STREAMS: dict[str, StreamFacts] = {api: d.stream for api, d in BY_API.items() if d.stream is not None}
+_READ_JSON = {api: d.read_json for api, d in BY_API.items() if d.read_json is not None}
 
 
 def error_type_of(body: Any) -> str | None:
@@ -215,7 +107,7 @@ def _all_chars(raws: list[bytes]) -> int:
         return sum(map(_chars, raws))
 
 
-def _output_chars(block: bytes, key: _Key) -> int:
+def _output_chars(block: bytes, key: OutputKey) -> int:
     """Characters of every string value of ``key`` in ``block`` (escapes decoded).
 
     When every value in the block has one of the key's two usual forms, the block is split
@@ -306,7 +198,7 @@ class AnswerReader:
     def __init__(self, api: str, *, event_stream: bool, encoding: str | None = None) -> None:
         self.api = api
         self.event_stream = event_stream
-        self._dialect = _DIALECTS.get(api, _DIALECTS["chat.completions"])
+        self._dialect = _STREAMS.get(api) or _STREAMS["chat.completions"]
         inflate = _inflater(encoding)
         self.readable = inflate is not False
         self._inflate = inflate or None
@@ -530,9 +422,10 @@ class AnswerReader:
                 return
 
     def _object_calls(self, block: bytes) -> None:
+        count = self._dialect.object_call_chars
         calls = 0
-        for event in self._data_lines(block):
-            calls += _gemini_calls(event)
+        for event in self._data_lines(block) if count is not None else ():
+            calls += count(event)
         if calls:
             self.output_chars = (self.output_chars or 0) + calls
 
@@ -540,117 +433,8 @@ class AnswerReader:
 
     def _read_json(self, body: Any) -> None:
         self.error_type = error_type_of(body)
-        reader = _JSON_READERS.get(self.api)
+        reader = _READ_JSON.get(self.api)
         if reader is not None and self.error_type is None:
             reader(self, body)
             if self.observer is not None:
                 self.observer.body(body)
-
-
-def _dumped_len(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value)
-    try:
-        return len(json.dumps(value, separators=(",", ":")))
-    except (TypeError, ValueError):
-        return 0
-
-
-def _dicts(value: Any) -> list[dict]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return value[:_ERROR_TYPE_MAX] if isinstance(value, str) and value else None
-
-
-def _chat_json(r: AnswerReader, body: Any) -> None:
-    chars = 0
-    for choice in _dicts(_get(body, "choices")):
-        message = choice.get("message") or {}
-        if r.api == "completions":
-            chars += len(choice.get("text") or "")
-        elif isinstance(message, dict):
-            chars += len(message.get("content") or "") + len(message.get("refusal") or "")
-            for call in _dicts(message.get("tool_calls")):
-                chars += _dumped_len(_get(call, "function", "arguments") or "")
-        r.finish_reason = _str(choice.get("finish_reason")) or r.finish_reason
-    r.output_chars = chars
-    r.prompt_tokens = _int(_get(body, "usage", "prompt_tokens"))
-    r.completion_tokens = _int(_get(body, "usage", "completion_tokens"))
-
-
-def _embeddings_json(r: AnswerReader, body: Any) -> None:
-    r.prompt_tokens = _int(_get(body, "usage", "prompt_tokens"))
-
-
-def _responses_json(r: AnswerReader, body: Any) -> None:
-    chars = 0
-    for item in _dicts(_get(body, "output")):
-        if item.get("type") == "function_call":
-            chars += _dumped_len(item.get("arguments") or "")
-        for part in _dicts(item.get("content")):
-            chars += len(part.get("text") or "") + len(part.get("refusal") or "")
-    r.output_chars = chars
-    status = _str(_get(body, "status"))
-    r.finish_reason = _str(_get(body, "incomplete_details", "reason")) if status == "incomplete" else status
-    r.prompt_tokens = _int(_get(body, "usage", "input_tokens"))
-    r.completion_tokens = _int(_get(body, "usage", "output_tokens"))
-
-
-def _messages_json(r: AnswerReader, body: Any) -> None:
-    chars = 0
-    for block in _dicts(_get(body, "content")):
-        if block.get("type") == "tool_use":
-            chars += _dumped_len(block.get("input"))
-        else:
-            chars += len(block.get("text") or "")
-    r.output_chars = chars
-    r.finish_reason = _str(_get(body, "stop_reason"))
-    r.prompt_tokens = _int(_get(body, "usage", "input_tokens"))
-    r.completion_tokens = _int(_get(body, "usage", "output_tokens"))
-
-
-def _gemini_calls(event: Any) -> int:
-    chars = 0
-    for candidate in _dicts(_get(event, "candidates")):
-        for part in _dicts(_get(candidate, "content", "parts")):
-            if "functionCall" in part:
-                chars += _dumped_len(_get(part, "functionCall", "args") or {})
-    return chars
-
-
-def _gemini_json(r: AnswerReader, body: Any) -> None:
-    # A non-SSE streamGenerateContent answers a JSON array of the same objects.
-    chars = 0
-    for event in body if isinstance(body, list) else [body]:
-        for candidate in _dicts(_get(event, "candidates")):
-            for part in _dicts(_get(candidate, "content", "parts")):
-                chars += len(part.get("text") or "") if isinstance(part.get("text"), str) else 0
-            r.finish_reason = _str(candidate.get("finishReason")) or r.finish_reason
-        chars += _gemini_calls(event)
-        r.prompt_tokens = _int(_get(event, "usageMetadata", "promptTokenCount")) or r.prompt_tokens
-        r.completion_tokens = _int(_get(event, "usageMetadata", "candidatesTokenCount")) or r.completion_tokens
-    r.output_chars = chars
-
-
-_JSON_READERS = {
-    "chat.completions": _chat_json,
-    "completions": _chat_json,
-    "embeddings": _embeddings_json,
-    "responses": _responses_json,
-    "messages": _messages_json,
-    "generate_content": _gemini_json,
-}

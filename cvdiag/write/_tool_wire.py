@@ -30,11 +30,13 @@ import time
 from collections import OrderedDict, deque
 from typing import Any
 
-from cvdiag.contract.schema import LLM_TEXT_MAX_CHARS, TOOL_EXCERPT_MAX_CHARS, TOOL_NAMES_MAX
+from cvdiag.contract.schema import TOOL_EXCERPT_MAX_CHARS, TOOL_NAMES_MAX
 from cvdiag.contract.scrubber import scrub_clipped
 from cvdiag.write._output_schema import ANSWER_CAP, Schema, requested
-from cvdiag.write._tool_failures import HEAD_CHARS, is_failure
 from cvdiag.write.context import RequestContext
+from cvdiag.write.dialects import BY_API
+from cvdiag.write.dialects._base import ToolResult
+from cvdiag.write.dialects._json import clip as _clip
 from cvdiag.write.emitter import emit_as, note_internal_error
 
 __all__ = [
@@ -65,42 +67,16 @@ ELEMENTS_MAX = 20_000
 RESULTS_MAX = 1024
 #: Bytes compared to recognise the same conversation again.
 _WINDOW = 64
-_NAME_MAX = LLM_TEXT_MAX_CHARS
 
-#: Per api: the body key of the growing array, and the answer markers worth a parse.
-_ARRAY_KEYS: dict[str, bytes] = {
-    "chat.completions": b"messages",
-    "messages": b"messages",
-    "responses": b"input",
-    "generate_content": b"contents",
-}
-_ARRAY_AT = {api: re.compile(rb'"' + key + rb'"\s*:\s*\[') for api, key in _ARRAY_KEYS.items()}
-_ANSWER_MARKERS: dict[str, tuple[bytes, ...]] = {
-    "chat.completions": (b'"tool_calls"', b'"function_call"'),
-    "responses": (b'"function_call"',),
-    "messages": (b'"tool_use"', b'"input_json_delta"'),
-    "generate_content": (b'"functionCall"',),
-}
+#: The dialects with tool calls, and where each request body's growing array starts.
+_TOOL_DIALECTS = {api: d for api, d in BY_API.items() if d.tool_array is not None}
+_ARRAY_AT = {api: re.compile(rb'"' + d.tool_array + rb'"\s*:\s*\[') for api, d in _TOOL_DIALECTS.items()}  # type: ignore[operator]
 _SKIP = re.compile(r"\s*,?\s*")
 _unnamed = itertools.count(1)
 _NEW: Any = object()
 #: Keys of calls beyond CALLS_PER_ANSWER remembered (so each is counted once), at most.
 _KEYS_MAX = 1 << 14
 _DECODER = json.JSONDecoder()
-
-
-def _clip(value: Any, limit: int = _NAME_MAX) -> str | None:
-    return value[:limit] if isinstance(value, str) and value else None
-
-
-def _dumped(value: Any) -> str:
-    """JSON text of an argument or result object (compact; ``str`` kept as it is)."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return ""
 
 
 def args_hash(text: str) -> str:
@@ -157,12 +133,13 @@ class AnswerTools:
     observer: ``block`` sees each block of whole SSE lines, ``body`` a parsed JSON body).
     Also keeps the answer's text when ``text_cap`` > 0, for structured-output checks."""
 
-    __slots__ = ("_by_key", "_markers", "api", "calls", "dropped", "text", "text_cap", "text_size")
+    __slots__ = ("_by_key", "_dialect", "_markers", "api", "calls", "dropped", "text", "text_cap", "text_size")
     _by_key: dict[Any, Asked | None]
 
     def __init__(self, api: str, text_cap: int = 0) -> None:
         self.api = api
-        self._markers = _ANSWER_MARKERS.get(api, ())
+        self._dialect = _TOOL_DIALECTS.get(api)
+        self._markers = self._dialect.tool_markers if self._dialect is not None else ()
         self.calls: list[Asked] = []
         self._by_key = {}
         self.dropped = 0
@@ -172,7 +149,7 @@ class AnswerTools:
 
     # -- what was asked --------------------------------------------------------------
 
-    def _call(self, key: Any, call_id: Any, name: Any) -> Asked | None:
+    def ask(self, key: Any, call_id: Any, name: Any) -> Asked | None:
         """The call under ``key`` (a stream's index, an id), new or seen before; None for a
         call beyond ``CALLS_PER_ANSWER``, which is counted once."""
         key = _key(key)
@@ -195,7 +172,20 @@ class AnswerTools:
         self._by_key[key] = asked
         return asked
 
-    def _text(self, piece: Any) -> None:
+    def seen(self, key: Any) -> bool:
+        """Was a call under ``key`` read already (remembered or counted)?"""
+        return _key(key) in self._by_key
+
+    def asked_under(self, key: Any) -> Asked | None:
+        """The call remembered under ``key``, if any."""
+        return self._by_key.get(_key(key))
+
+    def count(self) -> int:
+        """Calls read so far, remembered or counted."""
+        return len(self.calls) + self.dropped
+
+    def said(self, piece: Any) -> None:
+        """A piece of the answer's text (kept for the structured-output check)."""
         text = self.text
         if text is None or not isinstance(piece, str) or not piece:
             return
@@ -220,7 +210,7 @@ class AnswerTools:
         wanted = [m for m in markers if m in block]
         if not wanted and self.text is None:
             return
-        read = _STREAM_READERS.get(self.api)
+        read = self._dialect.tool_event if self._dialect is not None else None
         if read is None:
             return
         for line in block.split(b"\n"):
@@ -238,7 +228,7 @@ class AnswerTools:
     # -- JSON bodies ---------------------------------------------------------------------
 
     def body(self, body: Any) -> None:
-        read = _BODY_READERS.get(self.api)
+        read = self._dialect.tool_body if self._dialect is not None else None
         if read is not None:
             for item in body if isinstance(body, list) else [body]:
                 if isinstance(item, dict):
@@ -252,228 +242,6 @@ def _key(value: Any) -> Any:
     except TypeError:
         return repr(value)[:256]
     return value
-
-
-def _dicts(value: Any) -> list[dict]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _d(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _chat_event(t: AnswerTools, event: dict) -> None:
-    for choice in _dicts(event.get("choices")):
-        delta = _d(choice.get("delta"))
-        t._text(delta.get("content"))
-        index = choice.get("index", 0)
-        for call in _dicts(delta.get("tool_calls")):
-            function = _d(call.get("function"))
-            asked = t._call((index, call.get("index", 0)), call.get("id"), function.get("name"))
-            if asked is not None:
-                piece = function.get("arguments")
-                asked.add_args(piece if isinstance(piece, str) else "")
-        legacy = _d(delta.get("function_call"))
-        if legacy:
-            asked = t._call((index, "function_call"), None, legacy.get("name"))
-            if asked is not None and isinstance(legacy.get("arguments"), str):
-                asked.add_args(legacy["arguments"])
-
-
-def _chat_body(t: AnswerTools, body: dict) -> None:
-    for choice in _dicts(body.get("choices")):
-        message = _d(choice.get("message"))
-        t._text(message.get("content"))
-        for n, call in enumerate(_dicts(message.get("tool_calls"))):
-            function = _d(call.get("function"))
-            asked = t._call((choice.get("index", 0), n), call.get("id"), function.get("name"))
-            if asked is not None:
-                asked.add_args(_dumped(function.get("arguments") or ""))
-        legacy = _d(message.get("function_call"))
-        if legacy:
-            asked = t._call((choice.get("index", 0), "function_call"), None, legacy.get("name"))
-            if asked is not None:
-                asked.add_args(_dumped(legacy.get("arguments") or ""))
-
-
-def _responses_item(t: AnswerTools, item: dict, *, whole: bool) -> None:
-    kind = item.get("type")
-    if kind == "function_call" or kind == "custom_tool_call":
-        key = item.get("call_id") or item.get("id")
-        asked = t._call(key, item.get("call_id"), item.get("name"))
-        if asked is not None:
-            args = item.get("arguments") if kind == "function_call" else item.get("input")
-            if whole or args:
-                asked.add_args(_dumped(args or ""), whole=True)
-    elif whole and kind == "message":
-        for part in _dicts(item.get("content")):
-            t._text(part.get("text"))
-
-
-def _responses_event(t: AnswerTools, event: dict) -> None:
-    kind = event.get("type")
-    if kind == "response.output_item.added":
-        _responses_item(t, _d(event.get("item")), whole=False)
-    elif kind == "response.output_item.done":
-        item = _d(event.get("item"))
-        if item.get("type") != "message":  # message text comes from the deltas
-            _responses_item(t, item, whole=True)
-    elif kind == "response.output_text.delta":
-        t._text(event.get("delta"))
-    elif kind in ("response.completed", "response.incomplete"):
-        for item in _dicts(_d(event.get("response")).get("output")):
-            if item.get("type") != "message" and _key(item.get("call_id") or item.get("id")) not in t._by_key:
-                _responses_item(t, item, whole=True)
-
-
-def _responses_body(t: AnswerTools, body: dict) -> None:
-    for item in _dicts(body.get("output")):
-        _responses_item(t, item, whole=True)
-
-
-def _messages_event(t: AnswerTools, event: dict) -> None:
-    kind = event.get("type")
-    if kind == "content_block_start":
-        block = _d(event.get("content_block"))
-        if block.get("type") == "tool_use":  # not server_tool_use: Anthropic runs those itself
-            asked = t._call(event.get("index"), block.get("id"), block.get("name"))
-            if asked is not None and block.get("input"):
-                asked.add_args(_dumped(block["input"]), whole=True)
-    elif kind == "content_block_delta":
-        delta = _d(event.get("delta"))
-        if delta.get("type") == "input_json_delta":
-            asked = t._by_key.get(_key(event.get("index")))
-            if asked is not None and isinstance(delta.get("partial_json"), str):
-                asked.add_args(delta["partial_json"])
-        elif delta.get("type") == "text_delta":
-            t._text(delta.get("text"))
-
-
-def _messages_body(t: AnswerTools, body: dict) -> None:
-    for n, block in enumerate(_dicts(body.get("content"))):
-        if block.get("type") == "tool_use":
-            asked = t._call(n, block.get("id"), block.get("name"))
-            if asked is not None:
-                asked.add_args(_dumped(block.get("input") or {}), whole=True)
-        elif block.get("type") == "text":
-            t._text(block.get("text"))
-
-
-def _gemini_event(t: AnswerTools, event: dict) -> None:
-    for candidate in _dicts(event.get("candidates")):
-        for part in _dicts(_d(candidate.get("content")).get("parts")):
-            call = part.get("functionCall")
-            if isinstance(call, dict):
-                asked = t._call(("gemini", len(t.calls) + t.dropped), call.get("id"), call.get("name"))
-                if asked is not None:
-                    asked.add_args(_dumped(call.get("args") or {}), whole=True)
-            elif not part.get("thought"):
-                t._text(part.get("text"))
-
-
-_STREAM_READERS = {
-    "chat.completions": _chat_event,
-    "responses": _responses_event,
-    "messages": _messages_event,
-    "generate_content": _gemini_event,
-}
-_BODY_READERS = {
-    "chat.completions": _chat_body,
-    "responses": _responses_body,
-    "messages": _messages_body,
-    "generate_content": _gemini_event,  # a JSON body holds the same objects as the events
-}
-
-
-# -- results in request bodies ---------------------------------------------------------
-
-
-class _Result:
-    """A tool result found in a request: whose it is, how big, and whether it failed."""
-
-    __slots__ = ("call_id", "error_kind", "excerpt", "name", "result_chars")
-
-    def __init__(self, call_id: Any, name: Any, content: Any, *, is_error: bool = False) -> None:
-        self.call_id = call_id if isinstance(call_id, str) and call_id else None
-        self.name = _clip(name)
-        text = _content_text(content)
-        self.result_chars = len(text)
-        self.error_kind: str | None = None
-        self.excerpt: str | None = None
-        failure = is_failure(text)
-        if failure is not None:
-            self.error_kind = failure.kind
-        elif is_error:  # the format's own flag on an error the app handed back (Anthropic is_error)
-            self.error_kind = "reported"
-        if self.error_kind is not None:
-            self.excerpt = text[:HEAD_CHARS].strip()
-
-    def failed_as(self, kind: str, excerpt: Any) -> None:
-        self.error_kind = kind
-        self.excerpt = _dumped(excerpt)[:HEAD_CHARS].strip()
-
-
-def _content_text(content: Any) -> str:
-    """The text of a result: a string, text parts joined, or the JSON of anything else."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [p.get("text") for p in _dicts(content) if isinstance(p.get("text"), str)]
-        if texts:
-            return "\n".join(texts)
-    if content is None:
-        return ""
-    return _dumped(content)
-
-
-def _chat_results(element: dict, out: list[_Result]) -> None:
-    role = element.get("role")
-    if role == "tool":
-        out.append(_Result(element.get("tool_call_id"), element.get("name"), element.get("content")))
-    elif role == "function":
-        out.append(_Result(None, element.get("name"), element.get("content")))
-
-
-def _responses_results(element: dict, out: list[_Result]) -> None:
-    if element.get("type") in ("function_call_output", "custom_tool_call_output"):
-        out.append(_Result(element.get("call_id"), None, element.get("output")))
-
-
-def _messages_results(element: dict, out: list[_Result]) -> None:
-    for block in _dicts(element.get("content")):
-        if block.get("type") == "tool_result":
-            out.append(
-                _Result(block.get("tool_use_id"), None, block.get("content"), is_error=block.get("is_error") is True)
-            )
-
-
-def _gemini_results(element: dict, out: list[_Result]) -> None:
-    for part in _dicts(element.get("parts")):
-        response = part.get("functionResponse")
-        if not isinstance(response, dict):
-            continue
-        body = _d(response.get("response"))
-        result = _Result(response.get("id"), response.get("name"), body)
-        if body.get("error") is not None and result.error_kind is None:
-            result.failed_as("reported", body["error"])  # google-genai: "error" holds a failure
-        out.append(result)
-
-
-def _turn_boundary(api: str, element: dict) -> bool:
-    """An element that starts a new turn: results before it belong to earlier turns."""
-    if api == "responses":
-        return element.get("type", "message") == "message"
-    if api == "generate_content":
-        return element.get("role") == "model"
-    return element.get("role") == "assistant"
-
-
-_RESULT_READERS = {
-    "chat.completions": _chat_results,
-    "responses": _responses_results,
-    "messages": _messages_results,
-    "generate_content": _gemini_results,
-}
 
 
 #: (metadata, outcome, duration_ms) of a backend.tool.call.response line to write.
@@ -638,7 +406,7 @@ class AskedCalls:
             (test_id, _), queue = self.by_name.popitem(last=False)
             self._wait(test_id, -len(queue))
 
-    def _take(self, test_id: str, result: _Result) -> _Pending | None:
+    def _take(self, test_id: str, result: ToolResult) -> _Pending | None:
         if result.call_id is not None:
             found = self.pending.pop((test_id, result.call_id), None)
             if found is not None:
@@ -666,7 +434,7 @@ class AskedCalls:
                 key = next((k for k, p in self.pending.items() if k[0] == test_id and p.name == name), None)
                 found = self.pending.pop(key) if key is not None else None
                 if found is None:
-                    found = self._take(test_id, _Result(None, name, None))
+                    found = self._take(test_id, ToolResult(None, name, None))
                     if found is not None:
                         return found.call_id
             if found is None or found.call_id is None:
@@ -705,7 +473,7 @@ class AskedCalls:
     def request(self, test_id: str, api: str, body: bytes | None) -> Watch | None:
         """The ``Watch`` of an LLM request: its tool results paired with the calls that
         asked for them, its structured output. None for an api without tools. Never raises."""
-        if api not in _ARRAY_KEYS:
+        if api not in _TOOL_DIALECTS:
             return None
         at = _ARRAY_AT[api].search(body) if body else None
         if body is None or at is None:
@@ -725,13 +493,13 @@ class AskedCalls:
     def _results(
         self, test_id: str, api: str, body: bytes, conversation: _Conversation, start: int
     ) -> list[tuple[dict[str, Any], str, int]]:
-        reader = _RESULT_READERS[api]
-        results: list[_Result] = []
+        reader = _TOOL_DIALECTS[api].tool_results
+        results: list[ToolResult] = []
         for element in self._new_elements(api, body, conversation, start):
             if len(results) >= RESULTS_MAX:
                 break
             if isinstance(element, dict):
-                reader(element, results)
+                reader(element, results)  # type: ignore[misc]
         now = time.monotonic_ns()
         lines = []
         # When a history repeats a call id (a mock's fixed ids), the newest result answers.
@@ -767,7 +535,8 @@ class AskedCalls:
             conversation.read_up_to(body, start, len(body) - len(text[array_end:].encode("utf-8")))
         if not fresh:
             return elements
-        boundaries = [i for i, e in enumerate(elements) if isinstance(e, dict) and _turn_boundary(api, e)]
+        turn = _TOOL_DIALECTS[api].turn_boundary
+        boundaries = [i for i, e in enumerate(elements) if isinstance(e, dict) and turn(e)]  # type: ignore[misc]
         return elements[boundaries[-1] + 1 :] if boundaries else elements
 
     def _remember(self, test_id: str, conversation: _Conversation) -> None:
@@ -800,7 +569,7 @@ def _elements(text: str, *, fresh: bool) -> tuple[list[Any], int | None]:
     return value[:ELEMENTS_MAX], end - 1 + shift
 
 
-def result_line(pending: _Pending, result: _Result, now_ns: int) -> tuple[dict[str, Any], str, int]:
+def result_line(pending: _Pending, result: ToolResult, now_ns: int) -> tuple[dict[str, Any], str, int]:
     """The backend.tool.call.response line of an asked call and its result."""
     failed = result.error_kind is not None
     metadata = {

@@ -17,44 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cvdiag.write._llm_stream import API_NAMES
+from cvdiag.write.dialects import DIALECTS
 
 __all__ = ["LLMRoute", "clear_llm_endpoints", "recognise", "register_llm_endpoint"]
 
 #: Host suffix -> provider name; an unknown host gets ``<family>-compatible``.
-_HOST_PROVIDERS: tuple[tuple[str, str], ...] = (
-    ("api.openai.com", "openai"),
-    (".openai.azure.com", "azure-openai"),
-    (".services.ai.azure.com", "azure-ai"),
-    ("openrouter.ai", "openrouter"),
-    ("api.groq.com", "groq"),
-    ("api.together.xyz", "together"),
-    ("api.together.ai", "together"),
-    ("api.fireworks.ai", "fireworks"),
-    ("api.mistral.ai", "mistral"),
-    ("api.deepseek.com", "deepseek"),
-    ("api.x.ai", "xai"),
-    ("api.perplexity.ai", "perplexity"),
-    ("api.anthropic.com", "anthropic"),
-    ("generativelanguage.googleapis.com", "gemini"),
-    ("aiplatform.googleapis.com", "vertex-ai"),
-)
-_FAMILY = {
-    "chat.completions": "openai",
-    "responses": "openai",
-    "completions": "openai",
-    "embeddings": "openai",
-    "messages": "anthropic",
-    "generate_content": "gemini",
-}
+_HOST_PROVIDERS: tuple[tuple[str, str], ...] = tuple(host for d in DIALECTS for host in d.hosts)
+_FAMILY = {d.api: d.family for d in DIALECTS}
 #: Path suffix -> api, most specific first (``/chat/completions`` before ``/completions``).
-_SUFFIXES: tuple[tuple[str, str], ...] = (
-    ("/chat/completions", "chat.completions"),
-    ("/completions", "completions"),
-    ("/embeddings", "embeddings"),
-    ("/responses", "responses"),
-    ("/v1/messages", "messages"),
+_SUFFIXES: tuple[tuple[str, str], ...] = tuple(
+    sorted(((suffix, d.api) for d in DIALECTS for suffix in d.path_suffixes), key=lambda pair: -len(pair[0]))
 )
-_GEMINI = re.compile(r"/models/([^/:]{1,128}):(generateContent|streamGenerateContent)$")
+#: The formats whose path names the model and the stream (Gemini), by their path's marker.
+_PATH_ROUTED = tuple(d for d in DIALECTS if d.path_route is not None)
 _AZURE_DEPLOYMENT = re.compile(r"/deployments/([^/]{1,128})/")
 #: The body is searched for the model and stream flag only up to this size.
 _BODY_SCAN_MAX = 8 << 20
@@ -148,13 +123,10 @@ def recognise(method: str, host: str, path: str, read_body: Callable[[], bytes |
         if path.endswith(endpoint.path) and (endpoint.host is None or endpoint.host == host):
             model, stream = _body_facts(read_body)
             return LLMRoute(endpoint.provider, endpoint.api, model, stream)
-    if ":" in path:
-        gemini = _GEMINI.search(path)
-        if gemini is None:
-            return None
-        return LLMRoute(
-            _provider(host, "generate_content"), "generate_content", gemini.group(1), gemini.group(2).startswith("s")
-        )
+    for dialect in _PATH_ROUTED:
+        if dialect.path_marker is not None and dialect.path_marker in path:
+            found = dialect.path_route(path)  # type: ignore[misc]
+            return LLMRoute(_provider(host, dialect.api), dialect.api, *found) if found is not None else None
     api = _api_of(path)
     if api is None:
         return None
