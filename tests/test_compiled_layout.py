@@ -79,8 +79,8 @@ def test_a_fifth_counted_boundary_is_counted_not_a_pass_turned_off(tmp_path: Pat
         raise AssertionError(f"a plain line handed to Python: {a}")
 
     folder.buffer(buf, 0, len(buf), 0, refuse, refuse, True, refuse, [None])
-    _, _, head = folder.take(0)
-    assert tids == [b"t-1"] and head[9] == (1, 0, 0, 0, 3)
+    head = folder.take(0).head
+    assert tids == [b"t-1"] and head.counters == (1, 0, 0, 0, 3)
 
 
 def test_a_head_field_added_in_the_table_alone_is_read_alike_by_both_paths(tmp_path: Path) -> None:

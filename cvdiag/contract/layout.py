@@ -46,6 +46,30 @@ HEAD: tuple[HeadField, ...] = (
     HeadField("outcome", STR, "outcome"),
 )
 
+#: The compiled fold's named results (``_cfold.RESULTS``), each field read by name: a
+#: module whose results have other fields is refused (``read/_compiled.py``). A field added
+#: here is one added in ``_cfold.c``'s ``*_FIELDS`` and read where the result is taken.
+RESULTS: dict[str, tuple[str, ...]] = {
+    "Agg": ("events", "first", "last", "failed", "flags", "layers", "slugs", "order"),
+    "Kept": ("places", "more", "llm_ms"),
+    "Layers": ("aimock", "backend", "other", "probe"),
+    "Pick": ("key", "ts", "boundary"),
+    "Head": (
+        "events",
+        "names",
+        "counts",
+        "other",
+        "layers",
+        "failures",
+        "first",
+        "last",
+        "backend",
+        "counters",
+        "skipped",
+    ),
+    "Taken": ("agg", "kept", "head"),
+}
+
 if tuple(f.name for f in HEAD) != ENVELOPE_FIELDS[: ENVELOPE_FIELDS.index("edge_headers")]:
     raise ImportError("contract.layout.HEAD is not the schema's envelope head (ENVELOPE_FIELDS) in wire order")
 if sorted(f.role for f in HEAD if f.role) != sorted(ROLES):

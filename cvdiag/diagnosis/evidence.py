@@ -118,20 +118,24 @@ class Evidence(Facts):
         except Exception:
             self.skipped += 1
 
-    def take_head(self, head: tuple) -> None:
-        """The head facts the compiled fold kept for this test (``_cfold.c``'s ``results``):
-        what ``_fold_head`` and the head-only handlers would have left."""
-        events, names, counts, other, layers, failures, first, last, backend, counters, skipped = head
-        self.boundary_shape = self.boundary_shape.then_all(names)
-        self.boundary_counts, self.boundary_other = counts, other
-        self.events += events
-        self.skipped += skipped
-        self.aimock_events, self.backend_events, self.other_events, self.probe_events = layers
-        self.failures = failures
-        self.first_key, self.first_ts, self.first_boundary = first
-        self.last_key, self.last_ts, self.last_boundary = last
-        self.last_backend_key, self.last_backend_ts, self.last_backend_boundary = backend
-        for slot, n in zip(_HEAD_COUNTERS, counters, strict=True):  # the C keeps as many as handed in
+    def take_head(self, head: Any) -> None:
+        """The head facts the compiled fold kept for this test (its ``Head`` result, its
+        fields named in ``contract.layout.RESULTS``): what ``_fold_head`` and the head-only
+        handlers would have left."""
+        self.boundary_shape = self.boundary_shape.then_all(head.names)
+        self.boundary_counts, self.boundary_other = head.counts, head.other
+        self.events += head.events
+        self.skipped += head.skipped
+        layers = head.layers
+        self.aimock_events, self.backend_events = layers.aimock, layers.backend
+        self.other_events, self.probe_events = layers.other, layers.probe
+        self.failures = head.failures
+        first, last, backend = head.first, head.last, head.backend
+        self.first_key, self.first_ts, self.first_boundary = first.key, first.ts, first.boundary
+        self.last_key, self.last_ts, self.last_boundary = last.key, last.ts, last.boundary
+        self.last_backend_key, self.last_backend_ts = backend.key, backend.ts
+        self.last_backend_boundary = backend.boundary
+        for slot, n in zip(_HEAD_COUNTERS, head.counters, strict=True):  # the C keeps as many as handed in
             setattr(self, slot, n)
 
     #: The head-only counters a compiled fold must keep for this class.

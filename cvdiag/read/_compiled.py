@@ -1,21 +1,29 @@
 """The compiled part of the read side (``_cfold.c``): the module, or None when it was not
 built (no C compiler at install), ``CVDIAG_COMPILED=0`` turns it off, or it keeps other
-head roles than the declared layout (``contract.layout.ROLES``): then it would read wrong
-fields, and it is refused, saying so."""
+head roles than the declared layout (``contract.layout.ROLES``) or names its results
+otherwise (``contract.layout.RESULTS``): then it would read wrong fields, and it is
+refused, saying so."""
 
 from __future__ import annotations
 
 import warnings
+from types import ModuleType
 
 from cvdiag.contract.compiled import compiled_module
-from cvdiag.contract.layout import ROLES
+from cvdiag.contract.layout import RESULTS, ROLES
+
+
+def _disagreement(module: ModuleType) -> str | None:
+    """What the module says that the declared layout does not, or None."""
+    if tuple(getattr(module, "ROLES", ())) != ROLES:
+        return f"keeps the head roles {getattr(module, 'ROLES', None)}, not contract.layout's {ROLES}"
+    if getattr(module, "RESULTS", None) != RESULTS:
+        return f"names its results {getattr(module, 'RESULTS', None)}, not contract.layout.RESULTS {RESULTS}"
+    return None
+
 
 CFOLD = compiled_module("cvdiag.read._cfold")
-if CFOLD is not None and tuple(getattr(CFOLD, "ROLES", ())) != ROLES:
-    warnings.warn(
-        f"cvdiag: cvdiag.read._cfold keeps the head roles {getattr(CFOLD, 'ROLES', None)}, not contract.layout's"
-        f" {ROLES}: running without it; rebuild it",
-        RuntimeWarning,
-        stacklevel=1,
-    )
+_WHY = None if CFOLD is None else _disagreement(CFOLD)
+if _WHY is not None:
+    warnings.warn(f"cvdiag: cvdiag.read._cfold {_WHY}: running without it; rebuild it", RuntimeWarning, stacklevel=1)
     CFOLD = None

@@ -312,13 +312,12 @@ class Agg:
         self.failed = False
 
     @classmethod
-    def of(cls, facts: tuple) -> Agg:
-        """The row the compiled fold kept: (events, first, last, failed, flags, layers, slugs,
-        order), its layers a frozenset that tests with the same ones share (``merge``
-        makes a new one)."""
+    def of(cls, facts: Any) -> Agg:
+        """The row the compiled fold kept (its ``Agg`` result), its layers a frozenset that
+        tests with the same ones share (``merge`` makes a new one)."""
         agg = cls.__new__(cls)
-        agg.events, agg.first, agg.last, failed, agg.flags, agg.layers, agg.slugs, _ = facts
-        agg.failed = bool(failed)
+        agg.events, agg.first, agg.last, agg.flags = facts.events, facts.first, facts.last, facts.flags
+        agg.layers, agg.slugs, agg.failed = facts.layers, facts.slugs, bool(facts.failed)
         return agg
 
     def __getstate__(self) -> tuple:
@@ -468,13 +467,14 @@ class Fold:
         self.tally.untracked += c.untracked
         rows: list[tuple[int, bytes, Agg]] = []
         for slot, tid in enumerate(self._slot_tids):
-            agg, kept, head = c.take(slot)  # one test at a time: never all of them twice
+            taken = c.take(slot)  # one test at a time: never all of them twice
+            agg, kept = taken.agg, taken.kept
             if agg is not None:
-                rows.append((agg[-1], tid, Agg.of(agg)))
+                rows.append((agg.order, tid, Agg.of(agg)))
                 if kept is not None and self.kept is not None:
-                    self.kept[tid] = Kept.of(*kept)
-            if head is not None:
-                self._slot_evidence[slot].take_head(head)
+                    self.kept[tid] = Kept.of(kept.places, kept.more, kept.llm_ms)
+            if taken.head is not None:
+                self._slot_evidence[slot].take_head(taken.head)
         rows.sort(key=lambda row: row[0])  # in the order the tests got their rows, as the Python fold makes them
         self.aggs.update((tid, agg) for _, tid, agg in rows)
         self._slot_tids, self._slot_evidence = [], []  # ``evidence`` holds them: let go with it
