@@ -17,19 +17,18 @@ from collections.abc import Callable, Mapping
 from sys import intern
 from typing import Any, ClassVar
 
+from cvdiag.contract.layout import COUNTED
 from cvdiag.contract.schema import ACCOUNTING_PREFIX, FAILURE_OUTCOMES, LAYERS
 from cvdiag.contract.timestamps import key_seconds, order_key
 from cvdiag.diagnosis._agentic import Agentic
 from cvdiag.diagnosis._convert import EMPTY, as_mapping
-from cvdiag.diagnosis._facts import Facts, Handler
+from cvdiag.diagnosis._facts import Counting, Facts, Handler
 from cvdiag.diagnosis._fold_agent import HANDLERS as AGENT_HANDLERS
 from cvdiag.diagnosis._fold_aimock import HANDLERS as AIMOCK_HANDLERS
 from cvdiag.diagnosis._fold_edge import fold_edge
 from cvdiag.diagnosis._fold_llm import HANDLERS as LLM_HANDLERS
 from cvdiag.diagnosis._fold_probe import HANDLERS as PROBE_HANDLERS
-from cvdiag.diagnosis._fold_probe import HEAD_ONLY as PROBE_HEAD_ONLY
 from cvdiag.diagnosis._fold_stream import HANDLERS as STREAM_HANDLERS
-from cvdiag.diagnosis._fold_stream import HEAD_ONLY as STREAM_HEAD_ONLY
 from cvdiag.diagnosis._picks import Pick, earliest_of, latest_key, value_of
 from cvdiag.diagnosis._shapes import NO_RESPONSE, Response
 
@@ -48,15 +47,20 @@ _HANDLERS: dict[str, Handler] = {
     **AGENT_HANDLERS,
     **AIMOCK_HANDLERS,
 }
-#: Handlers that only count: their envelopes teach nothing beyond the head fields.
-_HEAD_ONLY_HANDLERS = PROBE_HEAD_ONLY | STREAM_HEAD_ONLY
+#: Handlers that only count (``contract.layout.COUNTED``): their envelopes teach nothing
+#: beyond the head fields. A boundary both counted and handled by a family is refused.
+_COUNTING = {boundary: Counting(slot) for boundary, slot in COUNTED.items()}
+if _COUNTING.keys() & _HANDLERS.keys():
+    raise ImportError(f"counted in contract.layout.COUNTED and handled: {sorted(_COUNTING.keys() & _HANDLERS.keys())}")
+_HANDLERS.update(_COUNTING)
+_HEAD_ONLY_HANDLERS = frozenset(_COUNTING.values())
 #: The handlers of a body folded after a head folded elsewhere, which counted the head-only
 #: ones; never an accounting line's (it is counted with its head).
 _BODY_HANDLERS = {
     b: h for b, h in _HANDLERS.items() if h not in _HEAD_ONLY_HANDLERS and not b.startswith(ACCOUNTING_PREFIX)
 }
 #: The slots the head-only handlers count in, in the order of the compiled fold's counters.
-_HEAD_COUNTERS = tuple(sorted(h.slot for h in _HEAD_ONLY_HANDLERS))
+_HEAD_COUNTERS = tuple(sorted(set(COUNTED.values())))
 
 
 class Evidence(Facts):

@@ -2053,7 +2053,7 @@ static PyStructSequence_Field PICK_FIELDS[] = {{"key"}, {"ts"}, {"boundary"}, {N
 static PyStructSequence_Field HEAD_FIELDS[] = {{"events"}, {"names"}, {"counts"}, {"other"}, {"layers"}, {"failures"},
                                                {"first"}, {"last"}, {"backend"}, {"counters"}, {"skipped"}, {NULL}};
 static PyStructSequence_Field TAKEN_FIELDS[] = {{"agg"}, {"kept"}, {"head"}, {NULL}};
-#define RESULT(name, fields) {name, NULL, fields, (int)(sizeof(fields) / sizeof(fields[0])) - 1}
+#define RESULT(name, fields) {"cvdiag.read._cfold." name, NULL, fields, (int)(sizeof(fields) / sizeof(fields[0])) - 1}
 static PyStructSequence_Desc RESULT_DESCS[] = {
     RESULT("Agg", AGG_FIELDS), RESULT("Kept", KEPT_FIELDS), RESULT("Layers", LAYERS_FIELDS),
     RESULT("Pick", PICK_FIELDS), RESULT("Head", HEAD_FIELDS), RESULT("Taken", TAKEN_FIELDS),
@@ -2709,9 +2709,10 @@ static int add_results(PyObject *m) {
             if (!field) { Py_DECREF(fields); goto fail; }
             PyTuple_SET_ITEM(fields, i, field);
         }
-        int rc = PyDict_SetItemString(names, RESULT_DESCS[r].name, fields);
+        const char *name = strrchr(RESULT_DESCS[r].name, '.') + 1; /* its module's name off */
+        int rc = PyDict_SetItemString(names, name, fields);
         Py_DECREF(fields);
-        if (rc < 0 || PyModule_AddObjectRef(m, RESULT_DESCS[r].name, (PyObject *)RESULT_TYPES[r]) < 0) goto fail;
+        if (rc < 0 || PyModule_AddObjectRef(m, name, (PyObject *)RESULT_TYPES[r]) < 0) goto fail;
     }
     int rc = PyModule_AddObjectRef(m, "RESULTS", names);
     Py_DECREF(names);

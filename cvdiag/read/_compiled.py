@@ -1,8 +1,9 @@
 """The compiled part of the read side (``_cfold.c``): the module, or None when it was not
 built (no C compiler at install), ``CVDIAG_COMPILED=0`` turns it off, or it keeps other
 head roles than the declared layout (``contract.layout.ROLES``) or names its results
-otherwise (``contract.layout.RESULTS``): then it would read wrong fields, and it is
-refused, saying so."""
+otherwise (``contract.layout.RESULTS``) or has no room for the counters the layout
+declares (``contract.layout.COUNTED``): then it would read wrong fields, and it is refused,
+saying so (a warning; the CLI says it reads at Python speed on big inputs)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import warnings
 from types import ModuleType
 
 from cvdiag.contract.compiled import compiled_module
-from cvdiag.contract.layout import RESULTS, ROLES
+from cvdiag.contract.layout import COUNTED, RESULTS, ROLES
 
 
 def _disagreement(module: ModuleType) -> str | None:
@@ -19,6 +20,9 @@ def _disagreement(module: ModuleType) -> str | None:
         return f"keeps the head roles {getattr(module, 'ROLES', None)}, not contract.layout's {ROLES}"
     if getattr(module, "RESULTS", None) != RESULTS:
         return f"names its results {getattr(module, 'RESULTS', None)}, not contract.layout.RESULTS {RESULTS}"
+    counters, room = len(set(COUNTED.values())), getattr(module, "COUNTERS", 0)
+    if counters > room:
+        return f"has room for {room} head-only counters, contract.layout.COUNTED needs {counters}"
     return None
 
 

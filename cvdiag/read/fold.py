@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from cvdiag.contract.layout import HEAD, INT, LITERAL, NULL_OR_INT, NULL_OR_STR, ROLES, STR, HeadField
+from cvdiag.contract.layout import HEAD, INT, LITERAL, NULL_OR_INT, NULL_OR_STR, ROLES, STR, TERMINAL, HeadField
 from cvdiag.contract.schema import (
     ACCOUNTING_PREFIX,
     EDGE_HEADERS,
@@ -215,12 +215,11 @@ _TAILS = (_TAIL_FALSE, b'"%s":true}' % ENVELOPE_FIELDS[-1].encode())
 _TAIL_LEN = len(_TAIL_FALSE)
 _TAIL_ROOM = 40  # bytes searched for a tail followed by trailing spaces
 _FAILED = frozenset(o.encode() for o in FAILURE_OUTCOMES)
-_ABORTED, _COMPLETE, _ERROR, _BACKEND = 1, 2, 4, 8
-_TERMINAL_BITS = {
-    b"backend.sse.aborted": _ABORTED,
-    b"backend.response.complete": _COMPLETE,
-    b"backend.error.caught": _ERROR,
-}
+#: A row's flags: one bit per terminal boundary (``contract.layout.TERMINAL``, in the
+#: order a row prefers them), then one for "a backend envelope was seen".
+_TERMINAL_BITS = {boundary.encode(): 1 << i for i, (boundary, _) in enumerate(TERMINAL)}
+_TERMINAL_NAMES = tuple((1 << i, name) for i, (_, name) in enumerate(TERMINAL))
+_BACKEND = 1 << len(TERMINAL)
 _MAX_SLUGS = 4
 #: The LLM call envelope whose ``duration_ms`` a report adds up per test (``Kept.llm_ms``).
 _LLM_RESPONSE_TEXT = "backend.llm.call.response"
@@ -339,12 +338,9 @@ class Agg:
     @property
     def terminal(self) -> str:
         f = self.flags
-        if f & _ABORTED:
-            return "aborted"
-        if f & _COMPLETE:
-            return "complete"
-        if f & _ERROR:
-            return "error"
+        for bit, name in _TERMINAL_NAMES:
+            if f & bit:
+                return name
         return "incomplete" if f & _BACKEND else "none"
 
     @property
