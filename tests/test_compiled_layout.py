@@ -110,8 +110,8 @@ def test_the_folds_results_are_read_by_name() -> None:
     buf = b"CVDIAG " + fold.orjson.dumps(envelope("backend.sse.event", test_id="t-1")) + b"\n"
     folder.buffer(buf, 0, len(buf), 0, print, print, True, print, [None])
     taken = folder.take(0)
-    assert type(taken).__name__ == "Taken" and taken.agg.events == 1 and taken.head.layers.backend == 1
-    assert taken.head.last.boundary == "backend.sse.event" and taken.kept.more == 0
+    assert type(taken).__name__ == "Taken" and taken.agg.events == 1 and taken.head.backend_events == 1
+    assert taken.head.last_boundary == "backend.sse.event" and taken.kept.more == 0
     assert {name: type(getattr(fold._CFOLD, name)).__name__ for name in layout.RESULTS} == dict.fromkeys(
         layout.RESULTS, "type"
     )

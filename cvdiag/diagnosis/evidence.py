@@ -130,15 +130,13 @@ class Evidence(Facts):
         self.boundary_counts, self.boundary_other = head.counts, head.other
         self.events += head.events
         self.skipped += head.skipped
-        layers = head.layers
-        self.aimock_events, self.backend_events = layers.aimock, layers.backend
-        self.other_events, self.probe_events = layers.other, layers.probe
+        self.aimock_events, self.backend_events = head.aimock_events, head.backend_events
+        self.other_events, self.probe_events = head.other_events, head.probe_events
         self.failures = head.failures
-        first, last, backend = head.first, head.last, head.backend
-        self.first_key, self.first_ts, self.first_boundary = first.key, first.ts, first.boundary
-        self.last_key, self.last_ts, self.last_boundary = last.key, last.ts, last.boundary
-        self.last_backend_key, self.last_backend_ts = backend.key, backend.ts
-        self.last_backend_boundary = backend.boundary
+        self.first_key, self.first_ts, self.first_boundary = head.first_key, head.first_ts, head.first_boundary
+        self.last_key, self.last_ts, self.last_boundary = head.last_key, head.last_ts, head.last_boundary
+        self.last_backend_key, self.last_backend_ts = head.last_backend_key, head.last_backend_ts
+        self.last_backend_boundary = head.last_backend_boundary
         for slot, n in zip(_HEAD_COUNTERS, head.counters, strict=True):  # the C keeps as many as handed in
             setattr(self, slot, n)
 

@@ -65,7 +65,7 @@ static const char *const ROLE_NAMES[N_ROLES] = {"test_id", "layer", "boundary", 
 #define N_CAPTURES ROLE_DURATION /* the roles whose text is kept: test_id .. outcome */
 #define MAX_SLUGS 4
 #define MAX_BOUNDARY_NAMES 64
-#define N_LAYER_CLASSES 4 /* aimock, backend, other, probe: a head's Layers (Evidence's layer counts) */
+#define N_LAYER_CLASSES 4 /* aimock, backend, other, probe: a head's *_events (Evidence's layer counts) */
 #define MAX_COUNTERS 16 /* room for the head-only counters of the diagnosis (Evidence.head_counters: handed in) */
 #define NAME_TABLE_MAX 65536
 #define LAYER_AIMOCK 0
@@ -2048,17 +2048,19 @@ static PyObject *Folder_events_at(Folder *f, PyObject *const *args, Py_ssize_t n
 static PyStructSequence_Field AGG_FIELDS[] = {{"events"}, {"first"}, {"last"}, {"failed"}, {"flags"},
                                               {"layers"}, {"slugs"}, {"order"}, {NULL}};
 static PyStructSequence_Field KEPT_FIELDS[] = {{"places"}, {"more"}, {"llm_ms"}, {NULL}};
-static PyStructSequence_Field LAYERS_FIELDS[N_LAYER_CLASSES + 1] = {{"aimock"}, {"backend"}, {"other"}, {"probe"}, {NULL}};
-static PyStructSequence_Field PICK_FIELDS[] = {{"key"}, {"ts"}, {"boundary"}, {NULL}};
-static PyStructSequence_Field HEAD_FIELDS[] = {{"events"}, {"names"}, {"counts"}, {"other"}, {"layers"}, {"failures"},
-                                               {"first"}, {"last"}, {"backend"}, {"counters"}, {"skipped"}, {NULL}};
+/* A head's layer counts (N_LAYER_CLASSES) and its three picks (key, ts, boundary) are fields
+ * of their own: no structure nested in it, each a cost per test. */
+static PyStructSequence_Field HEAD_FIELDS[] = {
+    {"events"}, {"names"}, {"counts"}, {"other"}, {"aimock_events"}, {"backend_events"}, {"other_events"},
+    {"probe_events"}, {"failures"}, {"first_key"}, {"first_ts"}, {"first_boundary"}, {"last_key"}, {"last_ts"},
+    {"last_boundary"}, {"last_backend_key"}, {"last_backend_ts"}, {"last_backend_boundary"}, {"counters"},
+    {"skipped"}, {NULL}};
 static PyStructSequence_Field TAKEN_FIELDS[] = {{"agg"}, {"kept"}, {"head"}, {NULL}};
 #define RESULT(name, fields) {"cvdiag.read._cfold." name, NULL, fields, (int)(sizeof(fields) / sizeof(fields[0])) - 1}
 static PyStructSequence_Desc RESULT_DESCS[] = {
-    RESULT("Agg", AGG_FIELDS), RESULT("Kept", KEPT_FIELDS), RESULT("Layers", LAYERS_FIELDS),
-    RESULT("Pick", PICK_FIELDS), RESULT("Head", HEAD_FIELDS), RESULT("Taken", TAKEN_FIELDS),
+    RESULT("Agg", AGG_FIELDS), RESULT("Kept", KEPT_FIELDS), RESULT("Head", HEAD_FIELDS), RESULT("Taken", TAKEN_FIELDS),
 };
-enum { R_AGG, R_KEPT, R_LAYERS, R_PICK, R_HEAD, R_TAKEN, N_RESULTS };
+enum { R_AGG, R_KEPT, R_HEAD, R_TAKEN, N_RESULTS };
 static PyTypeObject *RESULT_TYPES[N_RESULTS];
 
 /* One result of type r from its n values (each a new reference, NULL when it failed: then
@@ -2080,11 +2082,11 @@ static PyObject *ts_object(const TsRef *r) {
     Py_RETURN_NONE;
 }
 
-static PyObject *pick_result(const PickRef *p) {
-    PyObject *v[] = {p->set && p->has_key ? key_object(p->key) : Py_NewRef(Py_None),
-                     p->set && p->has_key ? ts_object(&p->ts) : Py_NewRef(Py_None),
-                     Py_NewRef(p->set ? p->boundary : Py_None)};
-    return result(R_PICK, v);
+/* A pick's three fields (key, ts, boundary) into v: new references, NULL where one failed. */
+static void pick_fields(const PickRef *p, PyObject **v) {
+    v[0] = p->set && p->has_key ? key_object(p->key) : Py_NewRef(Py_None);
+    v[1] = p->set && p->has_key ? ts_object(&p->ts) : Py_NewRef(Py_None);
+    v[2] = Py_NewRef(p->set ? p->boundary : Py_None);
 }
 
 static void slot_free(Slot *s);
@@ -2162,12 +2164,13 @@ static PyObject *Folder_take(Folder *f, PyObject *arg) {
             PyList_SET_ITEM(counts, i, PyLong_FromLongLong(s->bc[i].count));
         }
         for (int i = 0; i < f->n_counters; i++) PyTuple_SET_ITEM(ctr, i, PyLong_FromLongLong(s->counters[i]));
-        PyObject *lv[N_LAYER_CLASSES];
-        for (int i = 0; i < N_LAYER_CLASSES; i++) lv[i] = PyLong_FromLongLong(s->lay[i]);
-        PyObject *h[] = {PyLong_FromLongLong(s->events), names, counts, PyLong_FromLongLong(s->other_names),
-                         result(R_LAYERS, lv), PyLong_FromLongLong(s->failures), pick_result(&s->first_pick),
-                         pick_result(&s->last_pick), pick_result(&s->backend_pick), ctr,
-                         PyLong_FromLongLong(s->skipped)};
+        PyObject *h[8 + 3 * 3 + 3], **v = h;
+        *v++ = PyLong_FromLongLong(s->events), *v++ = names, *v++ = counts, *v++ = PyLong_FromLongLong(s->other_names);
+        for (int i = 0; i < N_LAYER_CLASSES; i++) *v++ = PyLong_FromLongLong(s->lay[i]);
+        *v++ = PyLong_FromLongLong(s->failures);
+        pick_fields(&s->first_pick, v), pick_fields(&s->last_pick, v + 3), pick_fields(&s->backend_pick, v + 6);
+        v += 9;
+        *v++ = ctr, *v++ = PyLong_FromLongLong(s->skipped);
         if (!(head = result(R_HEAD, h))) goto fail;
     }
     PyObject *t[] = {agg ? agg : Py_NewRef(Py_None), kept ? kept : Py_NewRef(Py_None), head ? head : Py_NewRef(Py_None)};
