@@ -33,6 +33,7 @@
 #define CVDIAG_SOURCE_HASH ""
 #endif
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
@@ -2062,18 +2063,64 @@ static PyStructSequence_Desc RESULT_DESCS[] = {
 };
 enum { R_AGG, R_KEPT, R_HEAD, R_TAKEN, N_RESULTS };
 static PyTypeObject *RESULT_TYPES[N_RESULTS];
+/* The classes Python declares for the results (set_result_classes: each a class with a
+ * __slots__ member per field, whose reads the interpreter specializes as a structure's
+ * fields are not), and where each field sits in their instances. NULL: the types above. */
+static PyTypeObject *RESULT_CLASSES[N_RESULTS];
+static Py_ssize_t RESULT_OFFSETS[N_RESULTS][24];
 
 /* One result of type r from its n values (each a new reference, NULL when it failed: then
  * the others are released and NULL returned). */
 static PyObject *result(int r, PyObject **values) {
     int n = RESULT_DESCS[r].n_in_sequence, ok = 1;
     for (int i = 0; i < n; i++) ok &= values[i] != NULL;
+    PyTypeObject *cls = RESULT_CLASSES[r];
+    if (cls) { /* zeroed by its allocation; no Python runs before its fields are set */
+        PyObject *out = ok ? cls->tp_alloc(cls, 0) : NULL;
+        for (int i = 0; i < n; i++) {
+            if (out) *(PyObject **)((char *)out + RESULT_OFFSETS[r][i]) = values[i];
+            else Py_XDECREF(values[i]);
+        }
+        return out;
+    }
     PyObject *out = ok ? PyStructSequence_New(RESULT_TYPES[r]) : NULL;
     for (int i = 0; i < n; i++) {
         if (out) PyStructSequence_SET_ITEM(out, i, values[i]);
         else Py_XDECREF(values[i]);
     }
     return out;
+}
+
+/* set_result_classes({name: class}): the results built as instances of these classes, each
+ * with a __slots__ member for every field of its RESULTS entry (else a ValueError, and
+ * nothing is changed). */
+static PyObject *module_set_result_classes(PyObject *unused, PyObject *classes) {
+    PyTypeObject *found[N_RESULTS];
+    Py_ssize_t offsets[N_RESULTS][24];
+    if (!PyDict_Check(classes)) { PyErr_SetString(PyExc_TypeError, "set_result_classes takes a dict"); return NULL; }
+    for (int r = 0; r < N_RESULTS; r++) {
+        const char *name = strrchr(RESULT_DESCS[r].name, '.') + 1;
+        PyObject *cls = PyDict_GetItemString(classes, name);
+        if (!cls || !PyType_Check(cls) || ((PyTypeObject *)cls)->tp_itemsize ||
+            ((PyTypeObject *)cls)->tp_alloc != PyType_GenericAlloc || RESULT_DESCS[r].n_in_sequence > 24) {
+            PyErr_Format(PyExc_ValueError, "no class of slots for the result %s", name);
+            return NULL;
+        }
+        for (int i = 0; i < RESULT_DESCS[r].n_in_sequence; i++) {
+            PyObject *d = PyDict_GetItemString(((PyTypeObject *)cls)->tp_dict, RESULT_DESCS[r].fields[i].name);
+            if (!d || Py_TYPE(d) != &PyMemberDescr_Type || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+                PyErr_Format(PyExc_ValueError, "the class of %s has no slot %s", name, RESULT_DESCS[r].fields[i].name);
+                return NULL;
+            }
+            offsets[r][i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        }
+        found[r] = (PyTypeObject *)cls;
+    }
+    for (int r = 0; r < N_RESULTS; r++) {
+        Py_XSETREF(RESULT_CLASSES[r], (PyTypeObject *)Py_NewRef(found[r]));
+        memcpy(RESULT_OFFSETS[r], offsets[r], sizeof(offsets[r]));
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *ts_object(const TsRef *r) {
@@ -2668,6 +2715,8 @@ static PyMethodDef module_methods[] = {
      "emitter_seconds(ts) -> ts_seconds(ts) of an emitter timestamp, or None for another shape (ts_seconds decides)."},
     {"place_lines", (PyCFunction)(void (*)(void))module_place_lines, METH_FASTCALL,
      "place_lines(lines, places, tag) -> n: each (block, start, end) int32 triple as (start, end, tag) in places[block]."},
+    {"set_result_classes", module_set_result_classes, METH_O,
+     "set_result_classes({name: class}) -> None: the results built as these classes of slots (contract.layout.RESULTS)."},
     {"unpack_places", module_unpack_places, METH_O,
      "unpack_places(packed) -> the bytes of the int32 triples (block, start, end) a folder kept packed."},
     {"release_free_memory", module_release_free_memory, METH_NOARGS,

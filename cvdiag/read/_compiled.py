@@ -26,8 +26,26 @@ def _disagreement(module: ModuleType) -> str | None:
     return None
 
 
+#: The classes the compiled fold builds its results as, from the declaration: each field a
+#: slot, read by name at a slot's speed (a structure's fields are read four times slower).
+RESULT_CLASSES = {
+    name: type(name, (), {"__slots__": fields, "__module__": __name__}) for name, fields in RESULTS.items()
+}
+
+
+def _configured(module: ModuleType) -> str | None:
+    """What keeps the module from being configured from the declared layout, or None."""
+    why = _disagreement(module)
+    if why is None:
+        try:
+            module.set_result_classes(RESULT_CLASSES)
+        except (AttributeError, ValueError) as e:
+            return f"cannot build its results from contract.layout.RESULTS ({e})"
+    return why
+
+
 CFOLD = compiled_module("cvdiag.read._cfold")
-_WHY = None if CFOLD is None else _disagreement(CFOLD)
+_WHY = None if CFOLD is None else _configured(CFOLD)
 if _WHY is not None:
     warnings.warn(f"cvdiag: cvdiag.read._cfold {_WHY}: running without it; rebuild it", RuntimeWarning, stacklevel=1)
     CFOLD = None
