@@ -983,9 +983,9 @@ def test_the_tests_taken_from_a_compiled_pass_share_their_layers_and_end_it() ->
     f.buffer(log, "t.log")
     c = f._c
     f._c = None  # taken here, by hand
-    aggs = [c.take(slot)[0] for slot in range(3)]
-    assert [agg[5] for agg in aggs] == [{e["layer"].encode() for e in happy()}] * 3
-    assert aggs[0][5] is aggs[1][5] is aggs[2][5] and isinstance(aggs[0][5], frozenset)
+    aggs = [c.take(slot).agg for slot in range(3)]
+    assert [agg.layers for agg in aggs] == [{e["layer"].encode() for e in happy()}] * 3
+    assert aggs[0].layers is aggs[1].layers is aggs[2].layers and isinstance(aggs[0].layers, frozenset)
     with pytest.raises(IndexError, match="already taken"):
         c.take(0)
     with pytest.raises(RuntimeError, match="tests were taken"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cvdiag.contract.layout import COUNTED
 from cvdiag.diagnosis._agentic import Agentic
 from cvdiag.diagnosis._picks import Pick
 from cvdiag.diagnosis._shapes import NO_BOUNDARIES, LLMFailures, Response
@@ -104,9 +105,14 @@ class Facts:
         "sse_events",
         "test_id",
     )
+    #: Counters ``contract.layout.COUNTED`` declares that no slot above holds: slots of their own.
+    _NEW_COUNTERS = tuple(sorted(set(COUNTED.values()) - set(__slots__)))
+    __slots__ = (*__slots__, *_NEW_COUNTERS)
 
     def __init__(self, test_id: str) -> None:
         self.test_id = test_id
+        for slot in self._NEW_COUNTERS:
+            setattr(self, slot, 0)
         self.events = 0
         self.skipped = 0  # envelopes too odd to use (not a mapping, no boundary)
         self.aimock_events = self.backend_events = self.other_events = self.probe_events = 0

@@ -9,7 +9,7 @@ from functools import cache
 from typing import Any
 
 from cvdiag.diagnosis._convert import as_float, as_text
-from cvdiag.diagnosis._facts import Counting, Facts, Handler
+from cvdiag.diagnosis._facts import Facts, Handler
 from cvdiag.diagnosis._picks import earliest, latest
 
 
@@ -53,16 +53,8 @@ def _console_error(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping)
     ev.probe_console_first = earliest(ev.probe_console_first, key, as_text(md.get("message_scrubbed")) or "")
 
 
-# Envelopes that only count: the count is all they say.
-_first_token = Counting("probe_first_tokens")
-_alternate_content = Counting("probe_alternate")
-
 HANDLERS: dict[str, Handler] = {
     "probe.network.error": _network_error,
     "probe.exit": _exit,
-    "probe.dom.firsttoken": _first_token,
-    "probe.dom.alternate_content": _alternate_content,
     "probe.console.error": _console_error,
 }
-#: Handlers that only count: their envelopes teach nothing beyond the head fields.
-HEAD_ONLY: frozenset[Counting] = frozenset({_first_token, _alternate_content})

@@ -10,7 +10,7 @@ from typing import Any
 
 from cvdiag.contract.schema import TERMINATION_KINDS
 from cvdiag.diagnosis._convert import as_float, as_int, as_text
-from cvdiag.diagnosis._facts import Counting, Facts, Handler
+from cvdiag.diagnosis._facts import Facts, Handler
 from cvdiag.diagnosis._fold_agent import name_cause
 from cvdiag.diagnosis._picks import earlier, earliest, later
 from cvdiag.diagnosis._shapes import MAX_STATUSES
@@ -67,17 +67,9 @@ def _error_caught(ev: Facts, md: Mapping, outcome: Any, key: Any, env: Mapping) 
     name_cause(ev, md.get("exception_type"), md.get("message_scrubbed"), key)
 
 
-# Envelopes that only count: the count is all they say.
-_ingress = Counting("ingress")
-_sse_event = Counting("sse_events")
-
 HANDLERS: dict[str, Handler] = {
-    "backend.request.ingress": _ingress,
     "backend.sse.first_byte": _first_byte,
-    "backend.sse.event": _sse_event,
     "backend.sse.aborted": _aborted,
     "backend.response.complete": _complete,
     "backend.error.caught": _error_caught,
 }
-#: Handlers that only count: their envelopes teach nothing beyond the head fields.
-HEAD_ONLY: frozenset[Counting] = frozenset({_ingress, _sse_event})

@@ -17,19 +17,18 @@ from collections.abc import Callable, Mapping
 from sys import intern
 from typing import Any, ClassVar
 
+from cvdiag.contract.layout import COUNTED
 from cvdiag.contract.schema import ACCOUNTING_PREFIX, FAILURE_OUTCOMES, LAYERS
 from cvdiag.contract.timestamps import key_seconds, order_key
 from cvdiag.diagnosis._agentic import Agentic
 from cvdiag.diagnosis._convert import EMPTY, as_mapping
-from cvdiag.diagnosis._facts import Facts, Handler
+from cvdiag.diagnosis._facts import Counting, Facts, Handler
 from cvdiag.diagnosis._fold_agent import HANDLERS as AGENT_HANDLERS
 from cvdiag.diagnosis._fold_aimock import HANDLERS as AIMOCK_HANDLERS
 from cvdiag.diagnosis._fold_edge import fold_edge
 from cvdiag.diagnosis._fold_llm import HANDLERS as LLM_HANDLERS
 from cvdiag.diagnosis._fold_probe import HANDLERS as PROBE_HANDLERS
-from cvdiag.diagnosis._fold_probe import HEAD_ONLY as PROBE_HEAD_ONLY
 from cvdiag.diagnosis._fold_stream import HANDLERS as STREAM_HANDLERS
-from cvdiag.diagnosis._fold_stream import HEAD_ONLY as STREAM_HEAD_ONLY
 from cvdiag.diagnosis._picks import Pick, earliest_of, latest_key, value_of
 from cvdiag.diagnosis._shapes import NO_RESPONSE, Response
 
@@ -48,15 +47,20 @@ _HANDLERS: dict[str, Handler] = {
     **AGENT_HANDLERS,
     **AIMOCK_HANDLERS,
 }
-#: Handlers that only count: their envelopes teach nothing beyond the head fields.
-_HEAD_ONLY_HANDLERS = PROBE_HEAD_ONLY | STREAM_HEAD_ONLY
+#: Handlers that only count (``contract.layout.COUNTED``): their envelopes teach nothing
+#: beyond the head fields. A boundary both counted and handled by a family is refused.
+_COUNTING = {boundary: Counting(slot) for boundary, slot in COUNTED.items()}
+if _COUNTING.keys() & _HANDLERS.keys():
+    raise ImportError(f"counted in contract.layout.COUNTED and handled: {sorted(_COUNTING.keys() & _HANDLERS.keys())}")
+_HANDLERS.update(_COUNTING)
+_HEAD_ONLY_HANDLERS = frozenset(_COUNTING.values())
 #: The handlers of a body folded after a head folded elsewhere, which counted the head-only
 #: ones; never an accounting line's (it is counted with its head).
 _BODY_HANDLERS = {
     b: h for b, h in _HANDLERS.items() if h not in _HEAD_ONLY_HANDLERS and not b.startswith(ACCOUNTING_PREFIX)
 }
 #: The slots the head-only handlers count in, in the order of the compiled fold's counters.
-_HEAD_COUNTERS = tuple(sorted(h.slot for h in _HEAD_ONLY_HANDLERS))
+_HEAD_COUNTERS = tuple(sorted(set(COUNTED.values())))
 
 
 class Evidence(Facts):
@@ -118,20 +122,22 @@ class Evidence(Facts):
         except Exception:
             self.skipped += 1
 
-    def take_head(self, head: tuple) -> None:
-        """The head facts the compiled fold kept for this test (``_cfold.c``'s ``results``):
-        what ``_fold_head`` and the head-only handlers would have left."""
-        events, names, counts, other, layers, failures, first, last, backend, counters, skipped = head
-        self.boundary_shape = self.boundary_shape.then_all(names)
-        self.boundary_counts, self.boundary_other = counts, other
-        self.events += events
-        self.skipped += skipped
-        self.aimock_events, self.backend_events, self.other_events, self.probe_events = layers
-        self.failures = failures
-        self.first_key, self.first_ts, self.first_boundary = first
-        self.last_key, self.last_ts, self.last_boundary = last
-        self.last_backend_key, self.last_backend_ts, self.last_backend_boundary = backend
-        for slot, n in zip(_HEAD_COUNTERS, counters, strict=True):  # the C keeps as many as handed in
+    def take_head(self, head: Any) -> None:
+        """The head facts the compiled fold kept for this test (its ``Head`` result, its
+        fields named in ``contract.layout.RESULTS``): what ``_fold_head`` and the head-only
+        handlers would have left."""
+        self.boundary_shape = self.boundary_shape.then_all(head.names)
+        self.boundary_counts, self.boundary_other = head.counts, head.other
+        self.events += head.events
+        self.skipped += head.skipped
+        self.aimock_events, self.backend_events = head.aimock_events, head.backend_events
+        self.other_events, self.probe_events = head.other_events, head.probe_events
+        self.failures = head.failures
+        self.first_key, self.first_ts, self.first_boundary = head.first_key, head.first_ts, head.first_boundary
+        self.last_key, self.last_ts, self.last_boundary = head.last_key, head.last_ts, head.last_boundary
+        self.last_backend_key, self.last_backend_ts = head.last_backend_key, head.last_backend_ts
+        self.last_backend_boundary = head.last_backend_boundary
+        for slot, n in zip(_HEAD_COUNTERS, head.counters, strict=True):  # the C keeps as many as handed in
             setattr(self, slot, n)
 
     #: The head-only counters a compiled fold must keep for this class.

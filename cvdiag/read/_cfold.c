@@ -33,6 +33,7 @@
 #define CVDIAG_SOURCE_HASH ""
 #endif
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
@@ -65,6 +66,7 @@ static const char *const ROLE_NAMES[N_ROLES] = {"test_id", "layer", "boundary", 
 #define N_CAPTURES ROLE_DURATION /* the roles whose text is kept: test_id .. outcome */
 #define MAX_SLUGS 4
 #define MAX_BOUNDARY_NAMES 64
+#define N_LAYER_CLASSES 4 /* aimock, backend, other, probe: a head's *_events (Evidence's layer counts) */
 #define MAX_COUNTERS 16 /* room for the head-only counters of the diagnosis (Evidence.head_counters: handed in) */
 #define NAME_TABLE_MAX 65536
 #define LAYER_AIMOCK 0
@@ -154,7 +156,7 @@ typedef struct {
     int llm_set;   /* a time was added: llm_ms is no None */
     /* the diagnosis head (Evidence._fold_head) */
     int ev;
-    int64_t events, lay[4], failures, other_names, skipped;
+    int64_t events, lay[N_LAYER_CLASSES], failures, other_names, skipped;
     BCount *bc;
     int n_bc, cap_bc, hint;
     int64_t counters[MAX_COUNTERS];
@@ -2041,18 +2043,97 @@ static PyObject *Folder_events_at(Folder *f, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* The results of take(), named: each field read by name on the Python side. Their names
+ * are declared once, in contract.layout.RESULTS; cvdiag.read._compiled refuses a module
+ * whose names are not those (RESULTS: these, as the module exposes them). */
+static PyStructSequence_Field AGG_FIELDS[] = {{"events"}, {"first"}, {"last"}, {"failed"}, {"flags"},
+                                              {"layers"}, {"slugs"}, {"order"}, {NULL}};
+static PyStructSequence_Field KEPT_FIELDS[] = {{"places"}, {"more"}, {"llm_ms"}, {NULL}};
+/* A head's layer counts (N_LAYER_CLASSES) and its three picks (key, ts, boundary) are fields
+ * of their own: no structure nested in it, each a cost per test. */
+static PyStructSequence_Field HEAD_FIELDS[] = {
+    {"events"}, {"names"}, {"counts"}, {"other"}, {"aimock_events"}, {"backend_events"}, {"other_events"},
+    {"probe_events"}, {"failures"}, {"first_key"}, {"first_ts"}, {"first_boundary"}, {"last_key"}, {"last_ts"},
+    {"last_boundary"}, {"last_backend_key"}, {"last_backend_ts"}, {"last_backend_boundary"}, {"counters"},
+    {"skipped"}, {NULL}};
+static PyStructSequence_Field TAKEN_FIELDS[] = {{"agg"}, {"kept"}, {"head"}, {NULL}};
+#define RESULT(name, fields) {"cvdiag.read._cfold." name, NULL, fields, (int)(sizeof(fields) / sizeof(fields[0])) - 1}
+static PyStructSequence_Desc RESULT_DESCS[] = {
+    RESULT("Agg", AGG_FIELDS), RESULT("Kept", KEPT_FIELDS), RESULT("Head", HEAD_FIELDS), RESULT("Taken", TAKEN_FIELDS),
+};
+enum { R_AGG, R_KEPT, R_HEAD, R_TAKEN, N_RESULTS };
+static PyTypeObject *RESULT_TYPES[N_RESULTS];
+/* The classes Python declares for the results (set_result_classes: each a class with a
+ * __slots__ member per field, whose reads the interpreter specializes as a structure's
+ * fields are not), and where each field sits in their instances. NULL: the types above. */
+static PyTypeObject *RESULT_CLASSES[N_RESULTS];
+static Py_ssize_t RESULT_OFFSETS[N_RESULTS][24];
+
+/* One result of type r from its n values (each a new reference, NULL when it failed: then
+ * the others are released and NULL returned). */
+static PyObject *result(int r, PyObject **values) {
+    int n = RESULT_DESCS[r].n_in_sequence, ok = 1;
+    for (int i = 0; i < n; i++) ok &= values[i] != NULL;
+    PyTypeObject *cls = RESULT_CLASSES[r];
+    if (cls) { /* zeroed by its allocation; no Python runs before its fields are set */
+        PyObject *out = ok ? cls->tp_alloc(cls, 0) : NULL;
+        for (int i = 0; i < n; i++) {
+            if (out) *(PyObject **)((char *)out + RESULT_OFFSETS[r][i]) = values[i];
+            else Py_XDECREF(values[i]);
+        }
+        return out;
+    }
+    PyObject *out = ok ? PyStructSequence_New(RESULT_TYPES[r]) : NULL;
+    for (int i = 0; i < n; i++) {
+        if (out) PyStructSequence_SET_ITEM(out, i, values[i]);
+        else Py_XDECREF(values[i]);
+    }
+    return out;
+}
+
+/* set_result_classes({name: class}): the results built as instances of these classes, each
+ * with a __slots__ member for every field of its RESULTS entry (else a ValueError, and
+ * nothing is changed). */
+static PyObject *module_set_result_classes(PyObject *unused, PyObject *classes) {
+    PyTypeObject *found[N_RESULTS];
+    Py_ssize_t offsets[N_RESULTS][24];
+    if (!PyDict_Check(classes)) { PyErr_SetString(PyExc_TypeError, "set_result_classes takes a dict"); return NULL; }
+    for (int r = 0; r < N_RESULTS; r++) {
+        const char *name = strrchr(RESULT_DESCS[r].name, '.') + 1;
+        PyObject *cls = PyDict_GetItemString(classes, name);
+        if (!cls || !PyType_Check(cls) || ((PyTypeObject *)cls)->tp_itemsize ||
+            ((PyTypeObject *)cls)->tp_alloc != PyType_GenericAlloc || RESULT_DESCS[r].n_in_sequence > 24) {
+            PyErr_Format(PyExc_ValueError, "no class of slots for the result %s", name);
+            return NULL;
+        }
+        for (int i = 0; i < RESULT_DESCS[r].n_in_sequence; i++) {
+            PyObject *d = PyDict_GetItemString(((PyTypeObject *)cls)->tp_dict, RESULT_DESCS[r].fields[i].name);
+            if (!d || Py_TYPE(d) != &PyMemberDescr_Type || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+                PyErr_Format(PyExc_ValueError, "the class of %s has no slot %s", name, RESULT_DESCS[r].fields[i].name);
+                return NULL;
+            }
+            offsets[r][i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        }
+        found[r] = (PyTypeObject *)cls;
+    }
+    for (int r = 0; r < N_RESULTS; r++) {
+        Py_XSETREF(RESULT_CLASSES[r], (PyTypeObject *)Py_NewRef(found[r]));
+        memcpy(RESULT_OFFSETS[r], offsets[r], sizeof(offsets[r]));
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *ts_object(const TsRef *r) {
     if (r->kind == 1) return PyUnicode_DecodeASCII(r->b, 24, "strict");
     if (r->kind == 2) return Py_NewRef(r->obj);
     Py_RETURN_NONE;
 }
 
-static PyObject *pick_tuple(const PickRef *p) {
-    if (!p->set) return Py_BuildValue("(OOO)", Py_None, Py_None, Py_None);
-    PyObject *key = p->has_key ? key_object(p->key) : Py_NewRef(Py_None);
-    PyObject *ts = p->has_key ? ts_object(&p->ts) : Py_NewRef(Py_None);
-    if (!key || !ts) { Py_XDECREF(key); Py_XDECREF(ts); return NULL; }
-    return Py_BuildValue("(NNO)", key, ts, p->boundary);
+/* A pick's three fields (key, ts, boundary) into v: new references, NULL where one failed. */
+static void pick_fields(const PickRef *p, PyObject **v) {
+    v[0] = p->set && p->has_key ? key_object(p->key) : Py_NewRef(Py_None);
+    v[1] = p->set && p->has_key ? ts_object(&p->ts) : Py_NewRef(Py_None);
+    v[2] = Py_NewRef(p->set ? p->boundary : Py_None);
 }
 
 static void slot_free(Slot *s);
@@ -2110,14 +2191,17 @@ static PyObject *Folder_take(Folder *f, PyObject *arg) {
         if (!(layers = layer_set(f, s)) || !(slugs = PyList_New(0))) goto fail;
         for (int i = 0; i < s->n_slugs; i++)
             if (PyList_Append(slugs, s->slugs[i]) < 0) goto fail;
-        agg = Py_BuildValue("(Ly#y#iiNNn)", (long long)s->a_events, s->first, (Py_ssize_t)24, s->last, (Py_ssize_t)24,
-                            s->failed, s->flags, layers, slugs, s->agg_order);
-        layers = slugs = NULL; /* the tuple has them, or they are gone with its failure */
-        if (!agg) goto fail;
-        if (f->keep_lines &&
-            !(kept = Py_BuildValue("(y#LN)", s->places ? (const char *)s->places : "", s->places_len,
-                                   (long long)s->more, s->llm_set ? PyFloat_FromDouble(s->llm_ms) : Py_NewRef(Py_None))))
-            goto fail;
+        PyObject *a[] = {PyLong_FromLongLong(s->a_events), PyBytes_FromStringAndSize(s->first, 24),
+                         PyBytes_FromStringAndSize(s->last, 24), PyLong_FromLong(s->failed), PyLong_FromLong(s->flags),
+                         layers, slugs, PyLong_FromSsize_t(s->agg_order)};
+        layers = slugs = NULL; /* the result has them, or they are gone with its failure */
+        if (!(agg = result(R_AGG, a))) goto fail;
+        if (f->keep_lines) {
+            PyObject *kv[] = {PyBytes_FromStringAndSize(s->places ? (const char *)s->places : "", s->places_len),
+                              PyLong_FromLongLong(s->more),
+                              s->llm_set ? PyFloat_FromDouble(s->llm_ms) : Py_NewRef(Py_None)};
+            if (!(kept = result(R_KEPT, kv))) goto fail;
+        }
     }
     if (s->ev) {
         PyObject *names = PyTuple_New(s->n_bc), *counts = PyList_New(s->n_bc), *ctr = PyTuple_New(f->n_counters);
@@ -2127,14 +2211,18 @@ static PyObject *Folder_take(Folder *f, PyObject *arg) {
             PyList_SET_ITEM(counts, i, PyLong_FromLongLong(s->bc[i].count));
         }
         for (int i = 0; i < f->n_counters; i++) PyTuple_SET_ITEM(ctr, i, PyLong_FromLongLong(s->counters[i]));
-        head = Py_BuildValue("(LNNL(LLLL)LNNNNL)", (long long)s->events, names, counts, (long long)s->other_names,
-                             (long long)s->lay[0], (long long)s->lay[1], (long long)s->lay[2], (long long)s->lay[3],
-                             (long long)s->failures, pick_tuple(&s->first_pick), pick_tuple(&s->last_pick),
-                             pick_tuple(&s->backend_pick), ctr, (long long)s->skipped);
-        if (!head) goto fail;
+        PyObject *h[8 + 3 * 3 + 3], **v = h;
+        *v++ = PyLong_FromLongLong(s->events), *v++ = names, *v++ = counts, *v++ = PyLong_FromLongLong(s->other_names);
+        for (int i = 0; i < N_LAYER_CLASSES; i++) *v++ = PyLong_FromLongLong(s->lay[i]);
+        *v++ = PyLong_FromLongLong(s->failures);
+        pick_fields(&s->first_pick, v), pick_fields(&s->last_pick, v + 3), pick_fields(&s->backend_pick, v + 6);
+        v += 9;
+        *v++ = ctr, *v++ = PyLong_FromLongLong(s->skipped);
+        if (!(head = result(R_HEAD, h))) goto fail;
     }
-    PyObject *item = Py_BuildValue("(NNN)", agg ? agg : Py_NewRef(Py_None), kept ? kept : Py_NewRef(Py_None),
-                                   head ? head : Py_NewRef(Py_None));
+    PyObject *t[] = {agg ? agg : Py_NewRef(Py_None), kept ? kept : Py_NewRef(Py_None), head ? head : Py_NewRef(Py_None)};
+    agg = kept = head = NULL; /* the result has them */
+    PyObject *item = result(R_TAKEN, t);
     if (item) {
         int ev = s->ev;
         slot_free(s);
@@ -2627,6 +2715,8 @@ static PyMethodDef module_methods[] = {
      "emitter_seconds(ts) -> ts_seconds(ts) of an emitter timestamp, or None for another shape (ts_seconds decides)."},
     {"place_lines", (PyCFunction)(void (*)(void))module_place_lines, METH_FASTCALL,
      "place_lines(lines, places, tag) -> n: each (block, start, end) int32 triple as (start, end, tag) in places[block]."},
+    {"set_result_classes", module_set_result_classes, METH_O,
+     "set_result_classes({name: class}) -> None: the results built as these classes of slots (contract.layout.RESULTS)."},
     {"unpack_places", module_unpack_places, METH_O,
      "unpack_places(packed) -> the bytes of the int32 triples (block, start, end) a folder kept packed."},
     {"release_free_memory", module_release_free_memory, METH_NOARGS,
@@ -2657,10 +2747,38 @@ static int add_roles(PyObject *m) {
     return rc;
 }
 
+/* RESULTS: {name: its field names} of take()'s named results (contract.layout.RESULTS), and
+ * each type under its name. */
+static int add_results(PyObject *m) {
+    PyObject *names = PyDict_New();
+    if (!names) return -1;
+    for (int r = 0; r < N_RESULTS; r++) {
+        if (!RESULT_TYPES[r] && !(RESULT_TYPES[r] = PyStructSequence_NewType(&RESULT_DESCS[r]))) goto fail;
+        PyObject *fields = PyTuple_New(RESULT_DESCS[r].n_in_sequence);
+        if (!fields) goto fail;
+        for (int i = 0; i < RESULT_DESCS[r].n_in_sequence; i++) {
+            PyObject *field = PyUnicode_FromString(RESULT_DESCS[r].fields[i].name);
+            if (!field) { Py_DECREF(fields); goto fail; }
+            PyTuple_SET_ITEM(fields, i, field);
+        }
+        const char *name = strrchr(RESULT_DESCS[r].name, '.') + 1; /* its module's name off */
+        int rc = PyDict_SetItemString(names, name, fields);
+        Py_DECREF(fields);
+        if (rc < 0 || PyModule_AddObjectRef(m, name, (PyObject *)RESULT_TYPES[r]) < 0) goto fail;
+    }
+    int rc = PyModule_AddObjectRef(m, "RESULTS", names);
+    Py_DECREF(names);
+    return rc;
+fail:
+    Py_DECREF(names);
+    return -1;
+}
+
 PyMODINIT_FUNC PyInit__cfold(void) {
     if (PyType_Ready(&FolderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
+    if (add_results(m) < 0) { Py_DECREF(m); return NULL; }
     if (PyModule_AddObjectRef(m, "Folder", (PyObject *)&FolderType) < 0 ||
         PyModule_AddIntConstant(m, "COUNTERS", MAX_COUNTERS) < 0 || add_roles(m) < 0 ||
         PyModule_AddStringConstant(m, "SOURCE_HASH", CVDIAG_SOURCE_HASH) < 0 ||

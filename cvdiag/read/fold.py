@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from cvdiag.contract.layout import HEAD, INT, LITERAL, NULL_OR_INT, NULL_OR_STR, ROLES, STR, HeadField
+from cvdiag.contract.layout import HEAD, INT, LITERAL, NULL_OR_INT, NULL_OR_STR, ROLES, STR, TERMINAL, HeadField
 from cvdiag.contract.schema import (
     ACCOUNTING_PREFIX,
     EDGE_HEADERS,
@@ -215,12 +215,11 @@ _TAILS = (_TAIL_FALSE, b'"%s":true}' % ENVELOPE_FIELDS[-1].encode())
 _TAIL_LEN = len(_TAIL_FALSE)
 _TAIL_ROOM = 40  # bytes searched for a tail followed by trailing spaces
 _FAILED = frozenset(o.encode() for o in FAILURE_OUTCOMES)
-_ABORTED, _COMPLETE, _ERROR, _BACKEND = 1, 2, 4, 8
-_TERMINAL_BITS = {
-    b"backend.sse.aborted": _ABORTED,
-    b"backend.response.complete": _COMPLETE,
-    b"backend.error.caught": _ERROR,
-}
+#: A row's flags: one bit per terminal boundary (``contract.layout.TERMINAL``, in the
+#: order a row prefers them), then one for "a backend envelope was seen".
+_TERMINAL_BITS = {boundary.encode(): 1 << i for i, (boundary, _) in enumerate(TERMINAL)}
+_TERMINAL_NAMES = tuple((1 << i, name) for i, (_, name) in enumerate(TERMINAL))
+_BACKEND = 1 << len(TERMINAL)
 _MAX_SLUGS = 4
 #: The LLM call envelope whose ``duration_ms`` a report adds up per test (``Kept.llm_ms``).
 _LLM_RESPONSE_TEXT = "backend.llm.call.response"
@@ -312,13 +311,12 @@ class Agg:
         self.failed = False
 
     @classmethod
-    def of(cls, facts: tuple) -> Agg:
-        """The row the compiled fold kept: (events, first, last, failed, flags, layers, slugs,
-        order), its layers a frozenset that tests with the same ones share (``merge``
-        makes a new one)."""
+    def of(cls, facts: Any) -> Agg:
+        """The row the compiled fold kept (its ``Agg`` result), its layers a frozenset that
+        tests with the same ones share (``merge`` makes a new one)."""
         agg = cls.__new__(cls)
-        agg.events, agg.first, agg.last, failed, agg.flags, agg.layers, agg.slugs, _ = facts
-        agg.failed = bool(failed)
+        agg.events, agg.first, agg.last, agg.flags = facts.events, facts.first, facts.last, facts.flags
+        agg.layers, agg.slugs, agg.failed = facts.layers, facts.slugs, bool(facts.failed)
         return agg
 
     def __getstate__(self) -> tuple:
@@ -340,12 +338,9 @@ class Agg:
     @property
     def terminal(self) -> str:
         f = self.flags
-        if f & _ABORTED:
-            return "aborted"
-        if f & _COMPLETE:
-            return "complete"
-        if f & _ERROR:
-            return "error"
+        for bit, name in _TERMINAL_NAMES:
+            if f & bit:
+                return name
         return "incomplete" if f & _BACKEND else "none"
 
     @property
@@ -468,13 +463,14 @@ class Fold:
         self.tally.untracked += c.untracked
         rows: list[tuple[int, bytes, Agg]] = []
         for slot, tid in enumerate(self._slot_tids):
-            agg, kept, head = c.take(slot)  # one test at a time: never all of them twice
+            taken = c.take(slot)  # one test at a time: never all of them twice
+            agg, kept = taken.agg, taken.kept
             if agg is not None:
-                rows.append((agg[-1], tid, Agg.of(agg)))
+                rows.append((agg.order, tid, Agg.of(agg)))
                 if kept is not None and self.kept is not None:
-                    self.kept[tid] = Kept.of(*kept)
-            if head is not None:
-                self._slot_evidence[slot].take_head(head)
+                    self.kept[tid] = Kept.of(kept.places, kept.more, kept.llm_ms)
+            if taken.head is not None:
+                self._slot_evidence[slot].take_head(taken.head)
         rows.sort(key=lambda row: row[0])  # in the order the tests got their rows, as the Python fold makes them
         self.aggs.update((tid, agg) for _, tid, agg in rows)
         self._slot_tids, self._slot_evidence = [], []  # ``evidence`` holds them: let go with it
