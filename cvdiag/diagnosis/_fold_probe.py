@@ -64,5 +64,3 @@ HANDLERS: dict[str, Handler] = {
     "probe.dom.alternate_content": _alternate_content,
     "probe.console.error": _console_error,
 }
-#: Handlers that only count: their envelopes teach nothing beyond the head fields.
-HEAD_ONLY: frozenset[Counting] = frozenset({_first_token, _alternate_content})

@@ -79,5 +79,3 @@ HANDLERS: dict[str, Handler] = {
     "backend.response.complete": _complete,
     "backend.error.caught": _error_caught,
 }
-#: Handlers that only count: their envelopes teach nothing beyond the head fields.
-HEAD_ONLY: frozenset[Counting] = frozenset({_ingress, _sse_event})

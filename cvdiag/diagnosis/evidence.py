@@ -21,15 +21,13 @@ from cvdiag.contract.schema import ACCOUNTING_PREFIX, FAILURE_OUTCOMES, LAYERS
 from cvdiag.contract.timestamps import key_seconds, order_key
 from cvdiag.diagnosis._agentic import Agentic
 from cvdiag.diagnosis._convert import EMPTY, as_mapping
-from cvdiag.diagnosis._facts import Facts, Handler
+from cvdiag.diagnosis._facts import Counting, Facts, Handler
 from cvdiag.diagnosis._fold_agent import HANDLERS as AGENT_HANDLERS
 from cvdiag.diagnosis._fold_aimock import HANDLERS as AIMOCK_HANDLERS
 from cvdiag.diagnosis._fold_edge import fold_edge
 from cvdiag.diagnosis._fold_llm import HANDLERS as LLM_HANDLERS
 from cvdiag.diagnosis._fold_probe import HANDLERS as PROBE_HANDLERS
-from cvdiag.diagnosis._fold_probe import HEAD_ONLY as PROBE_HEAD_ONLY
 from cvdiag.diagnosis._fold_stream import HANDLERS as STREAM_HANDLERS
-from cvdiag.diagnosis._fold_stream import HEAD_ONLY as STREAM_HEAD_ONLY
 from cvdiag.diagnosis._picks import Pick, earliest_of, latest_key, value_of
 from cvdiag.diagnosis._shapes import NO_RESPONSE, Response
 
@@ -49,7 +47,7 @@ _HANDLERS: dict[str, Handler] = {
     **AIMOCK_HANDLERS,
 }
 #: Handlers that only count: their envelopes teach nothing beyond the head fields.
-_HEAD_ONLY_HANDLERS = PROBE_HEAD_ONLY | STREAM_HEAD_ONLY
+_HEAD_ONLY_HANDLERS = frozenset(h for h in _HANDLERS.values() if isinstance(h, Counting))
 #: The handlers of a body folded after a head folded elsewhere, which counted the head-only
 #: ones; never an accounting line's (it is counted with its head).
 _BODY_HANDLERS = {
