@@ -8,11 +8,13 @@ the run, as in CI where every run mints new ids.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import cvdiag_cli
 import logkit
 import pgkit
 
@@ -66,3 +68,15 @@ def new_db(kind: str, tmp_path: Path, server: str | None) -> str:
         return str(tmp_path / f"history{next(_count)}.duckdb")
     assert server is not None
     return pgkit.fresh_database(server, f"cvdiag_h{os.getpid()}_{next(_count)}")
+
+
+def cli(*args: Any, env: dict[str, str] | None = None) -> cvdiag_cli.Result:
+    """``cvdiag ARGS`` in a subprocess, at a terminal 80 columns wide."""
+    return cvdiag_cli.run(*args, env={"COLUMNS": "80", **(env or {})})
+
+
+def js(*args: Any) -> Any:
+    """``cvdiag ARGS --json``'s answer, which must succeed."""
+    done = cli(*args, "--json")
+    assert done.code == 0, done.err
+    return json.loads(done.out)

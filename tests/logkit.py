@@ -61,15 +61,17 @@ def compact(env: dict[str, Any]) -> str:
     return orjson.dumps(env).decode()
 
 
+def ingress(test_id: str, at: float) -> dict[str, Any]:
+    """A ``POST /chat`` with a 42-byte body arriving at ``at``."""
+    return envelope(
+        test_id, "backend.request.ingress", at, metadata={"method": "POST", "path": "/chat", "content_length": 42}
+    )
+
+
 def happy(test_id: str = TID_OK, start: float = 0.0) -> list[dict[str, Any]]:
     """A streamed request that completes: ingress, agent, LLM, first byte, complete."""
     return [
-        envelope(
-            test_id,
-            "backend.request.ingress",
-            start,
-            metadata={"method": "POST", "path": "/chat", "content_length": 42},
-        ),
+        ingress(test_id, start),
         envelope(
             test_id, "backend.agent.enter", start + 0.01, metadata={"agent_name": "planner", "model_id": "gpt-4o-mini"}
         ),
@@ -160,12 +162,7 @@ def tool_failure(test_id: str = TID_TOOL, start: float = 4.0, *, failed: bool = 
 def aborted(test_id: str = TID_ABORT, start: float = 1.0) -> list[dict[str, Any]]:
     """The client hangs up mid-stream, after a silence of several seconds."""
     return [
-        envelope(
-            test_id,
-            "backend.request.ingress",
-            start,
-            metadata={"method": "POST", "path": "/chat", "content_length": 42},
-        ),
+        ingress(test_id, start),
         envelope(test_id, "backend.sse.first_byte", start + 0.1, outcome="ok", metadata={"delta_ms_from_ingress": 100}),
         envelope(
             test_id,

@@ -16,39 +16,20 @@ import aiohttp
 import pytest
 import requests
 import urllib3
+from clientkit import BODY, CHAT, HAPPY, RECORDED, happy, instrumented_fixture  # noqa: F401 (fixture)
 from emitkit import capture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from llm_server import DATA, Reply, server_fixture  # noqa: F401 (fixture)
 
 import cvdiag
-from cvdiag.testing import reset
 from cvdiag.write.context import bind, new_context, unbind
 
-CHAT = "/v1/chat/completions"
-BODY = {"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-RECORDED = (DATA / "openai_chat_stream.sse").read_bytes()
-HAPPY = ("ok", 200, "stop", 19, 7, 24, 7)
 ERROR_500 = json.dumps({"error": {"message": "boom", "type": "server_error"}}).encode()
-
-
-@pytest.fixture(autouse=True)
-def instrumented():
-    states = cvdiag.instrument(heartbeat_s=10.0)
-    reset()
-    try:
-        yield states
-    finally:
-        cvdiag.uninstrument()
 
 
 def _md(env: dict, *keys: str) -> tuple:
     return tuple(env["metadata"].get(k) for k in keys)
-
-
-def _happy(env: dict) -> tuple:
-    keys = ("http_status", "finish_reason", "prompt_tokens", "completion_tokens", "output_chars", "chunks")
-    return (env["outcome"], *_md(env, *keys))
 
 
 def _one_call(cap, client: str) -> dict:
@@ -90,7 +71,7 @@ def test_aiohttp_every_reading_style_gets_the_bytes_and_one_call(server, style):
     assert got == RECORDED
     end = _one_call(cap, "aiohttp")
     assert end["test_id"] == "t-aiohttp"
-    assert _happy(end) == HAPPY
+    assert happy(end) == HAPPY
     assert _md(end, "provider", "model", "api", "stream", "attempt") == (
         "openai-compatible",
         "gpt-4o-mini",
@@ -108,7 +89,7 @@ def test_aiohttp_gzip_inflated_by_aiohttp_or_left_to_the_caller(server):
         inflated = asyncio.run(_aiohttp_read(server.url, "read"))
         raw = asyncio.run(_aiohttp_read(server.url, "read", auto_decompress=False))
     assert inflated == RECORDED and gzip.decompress(raw) == RECORDED
-    assert [_happy(e) for e in cap.llm_responses()] == [HAPPY, HAPPY]
+    assert [happy(e) for e in cap.llm_responses()] == [HAPPY, HAPPY]
 
 
 def test_aiohttp_non_streamed_json_and_its_request_id(server):
@@ -271,7 +252,7 @@ def test_requests_every_reading_style_gets_the_bytes_and_one_call(server, style,
         got = _requests_read(server.url, style)
     assert got == RECORDED
     end = _one_call(cap, "urllib3")
-    assert end["test_id"] == "t-requests" and _happy(end) == HAPPY
+    assert end["test_id"] == "t-requests" and happy(end) == HAPPY
     assert server.requests[-1][1]["x-test-id"] == "t-requests"
 
 
@@ -280,7 +261,7 @@ def test_requests_gzip_and_urllib3_preloaded_bodies(server):
     with capture("verbose") as cap:
         assert _requests_read(server.url, "iter_content") == RECORDED
         assert urllib3.PoolManager().request("POST", server.url + CHAT, json=BODY).data == RECORDED
-    assert [_happy(e) for e in cap.llm_responses()] == [HAPPY, HAPPY]
+    assert [happy(e) for e in cap.llm_responses()] == [HAPPY, HAPPY]
 
 
 def test_requests_in_a_thread_keeps_the_test_id_when_the_context_goes_with_it(server):
@@ -488,7 +469,7 @@ def test_httpx_lines_name_their_library_too(server, lib):
     server.plan(CHAT, Reply.sse("openai_chat_stream.sse"))
     with capture("verbose") as cap, module.Client() as client:
         assert client.post(server.url + CHAT, json=BODY).content == RECORDED
-    assert _happy(_one_call(cap, lib)) == HAPPY
+    assert happy(_one_call(cap, lib)) == HAPPY
 
 
 def test_a_reader_that_breaks_never_reaches_the_caller(server, monkeypatch):

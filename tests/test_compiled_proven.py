@@ -45,6 +45,18 @@ def _both(*args: str | Path) -> list[tuple[int, str, str]]:
     return out
 
 
+def _written(lines: list[str], tmp_path: Path) -> Path:
+    """``lines`` as an app's log file."""
+    log = tmp_path / "app.log"
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+def _rows(said: dict[str, str]) -> dict[str, dict]:
+    """``tests --json``'s rows by test id (its stderr note cut off)."""
+    return {r["test_id"]: r for r in json.loads(said["tests --json"].split("\ncvdiag:")[0])}
+
+
 def _same_everywhere(log: Path, tmp_path: Path) -> dict[str, str]:
     """tests, stats, diagnose --all, validate and report of ``log``, the same on both paths:
     what the compiled path printed, by command."""
@@ -77,12 +89,10 @@ def test_a_signed_millisecond_is_no_time_on_either_path(tmp_path: Path) -> None:
     assert len(bad) == 2
     for i in bad:
         lines[i] = re.sub(r'"ts":"([^"]{19})\.\d{3}Z"', r'"ts":"\1.-12Z"', lines[i])
-    log = tmp_path / "app.log"
-    log.write_text("\n".join(lines) + "\n")
-    said = _same_everywhere(log, tmp_path)
+    said = _same_everywhere(_written(lines, tmp_path), tmp_path)
     assert "ts is not an RFC 3339 time" in said["validate"]
     assert "skipped 2 malformed CVDIAG lines" in said["tests"]
-    rows = {r["test_id"]: r for r in json.loads(said["tests --json"].split("\ncvdiag:")[0])}
+    rows = _rows(said)
     assert rows[TID_OK]["events"] == len(happy()) - 2
 
 
@@ -135,12 +145,10 @@ def test_a_line_with_several_markers_reads_alike_in_every_command_and_path(tmp_p
         *error_lines[1:],
         "CVDIAG_EVENT " + happy_lines[0][len("CVDIAG ") :] + " " + error_lines[0],  # the Java marker comes first
     ]
-    log = tmp_path / "app.log"
-    log.write_text("\n".join(lines) + "\n")
-    said = _same_everywhere(log, tmp_path)
+    said = _same_everywhere(_written(lines, tmp_path), tmp_path)
     assert "skipped 5 malformed CVDIAG lines" in said["tests"]
     assert "skipped 5 malformed CVDIAG lines" in said["stats"]
-    rows = {r["test_id"]: r for r in json.loads(said["tests --json"].split("\ncvdiag:")[0])}
+    rows = _rows(said)
     assert rows[TID_OK]["events"] == len(happy_lines) - 3
     assert rows[TID_ERROR]["events"] == len(error_lines) - 1
     boundaries = said["stats"].split("\n\n")[0].splitlines()[1:]  # the first table: envelopes per boundary

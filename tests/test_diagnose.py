@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import ast
 import graphlib
-import importlib.util
 import json
 import math
 import pickle
 import random
-import sys
 import tracemalloc
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import corpus_server
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from repotools import load_tool
 
 import cvdiag.diagnosis
 from cvdiag.contract.timestamps import order_key, parse_ts
@@ -33,15 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
 
 
-def _load_tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-evaluation = _load_tool("eval_diagnose")
+evaluation = load_tool("eval_diagnose")
 
 
 def _records(*names: str) -> list[dict]:

@@ -406,3 +406,13 @@ def test_lines_waiting_behind_a_stalled_sink_cost_about_their_size():
         remove_sink(blocker)
     assert len(blocker.lines) == 2001 and len(blocker.lines[-1]) < 1000
     assert held < 2000 * 2500, held  # each line is under 1 KB: 3.4 MB in all, 17 MB when each kept its buffer
+
+
+def test_configure_takes_the_settings_arguments_and_names_itself_for_a_wrong_one():
+    import inspect
+
+    from cvdiag.write.config import build_settings
+
+    assert inspect.signature(cvdiag.configure) == inspect.signature(build_settings)
+    with pytest.raises(TypeError, match=r"^configure\(\): got an unexpected keyword argument 'bogus'"):
+        cvdiag.configure(bogus=1)

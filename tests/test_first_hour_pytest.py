@@ -6,7 +6,7 @@ offers pytest's own option for every test's waterfall (checked in a real browser
 from __future__ import annotations
 
 import pytest
-from pytestkit import INNER
+from pytestkit import INNER, INNER_APP
 from reportkit import browser, visit
 from test_report import embedded
 
@@ -14,33 +14,8 @@ from cvdiag.face.render import cells
 
 pytest_plugins = ["pytester"]
 
-_APP = """
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.responses import JSONResponse, PlainTextResponse
-from starlette.routing import Route
-from starlette.testclient import TestClient
-
-import cvdiag
-
-
-async def chat(request):
-    async with cvdiag.agent_scope("inner-agent", model_id="gpt-4o-mini"):
-        try:
-            async with cvdiag.llm_call("openai", "gpt-4o-mini") as call:
-                if request.query_params.get("q") == "break":
-                    raise ConnectionError("provider down")
-                call.record(3, finish_reason="stop")
-        except ConnectionError:
-            return JSONResponse({"error": "the model provider failed"}, status_code=502)
-    return PlainTextResponse("hello")
-
-
-app = Starlette(routes=[Route("/chat", chat)], middleware=[Middleware(cvdiag.CvdiagMiddleware, slug="inner")])
-"""
-
 _TESTS = (
-    _APP
+    INNER_APP
     + """
 
 def test_answers(cvdiag_headers):
@@ -146,7 +121,7 @@ def test_report_all_gives_every_test_a_waterfall(pytester: pytest.Pytester) -> N
 
 def test_a_failure_at_the_default_tier_says_what_the_tier_left_out(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
-        test_inner=_APP
+        test_inner=INNER_APP
         + """
 import pytest
 

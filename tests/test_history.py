@@ -14,7 +14,7 @@ from typing import Any
 import cvdiag_cli
 import pgkit
 import pytest
-from historykit import new_db, run_log
+from historykit import cli, js, new_db, run_log
 
 from cvdiag.history import record
 
@@ -29,16 +29,6 @@ PLAN = {
     "tests/test_chat.py::test_broken": ["server-error"] * 6,
     NEW: ["pass"] * 5 + ["client-disconnect"],
 }
-
-
-def cli(*args: Any, env: dict[str, str] | None = None) -> cvdiag_cli.Result:
-    return cvdiag_cli.run(*args, env={"COLUMNS": "80", **(env or {})})
-
-
-def js(*args: Any) -> Any:
-    done = cli(*args, "--json")
-    assert done.code == 0, done.err
-    return json.loads(done.out)
 
 
 def add_plan(db: str, folder: Path) -> None:

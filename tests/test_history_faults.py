@@ -5,18 +5,16 @@ Both backends where the fault is not one backend's own, through the installed co
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import cvdiag_cli
 import pytest
-from historykit import run_log
+from historykit import cli, js, run_log
 from pytestkit import INNER
 
 from cvdiag.history import record
@@ -25,16 +23,6 @@ from cvdiag.read.sources import resolve_sources
 pytest_plugins = ["historyfixtures"]  # the postgres_server and db fixtures
 
 STABLE, FLIPS = "pass", "server-error"
-
-
-def cli(*args: Any, env: dict[str, str] | None = None) -> cvdiag_cli.Result:
-    return cvdiag_cli.run(*args, env={"COLUMNS": "80", **(env or {})})
-
-
-def js(*args: Any) -> Any:
-    done = cli(*args, "--json")
-    assert done.code == 0, done.err
-    return json.loads(done.out)
 
 
 # -- 1. long names stay apart -----------------------------------------------------------

@@ -6,22 +6,9 @@ it at a size for a two-core machine."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from repotools import load_tool
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("load_hangups", ROOT / "tools" / "load_hangups.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("load_hangups", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-load = _load_tool()
+load = load_tool("load_hangups")
 
 
 def test_hang_ups_as_the_stream_ends_are_aborts_not_complete():

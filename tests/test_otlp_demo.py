@@ -26,6 +26,20 @@ def _classes(output: str) -> dict[str, str]:
     return found
 
 
+def _run_demo(log: Path, suffix: str) -> None:
+    """The demo's server writing ``log``, its scenarios (test ids ending ``suffix``) sent,
+    then stopped gracefully (uvicorn ends: cvdiag sends what it holds at exit)."""
+    port = _demo._free_port()
+    server = _demo._serve(log, port)
+    try:
+        _demo._wait_until_up(port, server)
+        for _name, test_id, path, read_events in _demo._scenarios(suffix):
+            _demo._request(port, path, test_id, read_events)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+
+
 @pytest.mark.parametrize("protocol", ["http/protobuf", "http/json"])
 def test_the_demos_scenarios_read_the_same_from_otlp_as_from_its_log(
     protocol: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -41,15 +55,7 @@ def test_the_demos_scenarios_read_the_same_from_otlp_as_from_its_log(
             "PYTHONPATH": str(Path(__file__).parents[1]),
         }.items():
             monkeypatch.setenv(name, value)
-        port = _demo._free_port()
-        server = _demo._serve(log, port)
-        try:
-            _demo._wait_until_up(port, server)
-            for _name, test_id, path, read_events in _demo._scenarios("otlp"):
-                _demo._request(port, path, test_id, read_events)
-        finally:
-            server.send_signal(signal.SIGTERM)  # uvicorn ends gracefully: cvdiag sends what it holds at exit
-            server.wait(30)
+        _run_demo(log, "otlp")
     from_log = _classes(run_cli("tests", "--slow-s", "2", str(log)).out)
     assert from_log == {
         "demo-happy-otlp": "ok",
@@ -84,15 +90,7 @@ def test_the_receivers_file_diagnoses_like_the_log(tmp_path: Path, monkeypatch: 
         monkeypatch.setenv("CVDIAG_OTLP", "1")
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.endpoint)
         monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[1]))
-        port = _demo._free_port()
-        server = _demo._serve(log, port)
-        try:
-            _demo._wait_until_up(port, server)
-            for _name, test_id, path, read_events in _demo._scenarios("file"):
-                _demo._request(port, path, test_id, read_events)
-        finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(30)
+        _run_demo(log, "file")
     assert _classes(run_cli("tests", "--slow-s", "2", out).out) == _classes(
         run_cli("tests", "--slow-s", "2", str(log)).out
     )

@@ -6,36 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pytestkit import INNER
+from pytestkit import INNER, INNER_APP
 from reportkit import browser, visit
 from test_report import embedded, rows_by_id
 
 pytest_plugins = ["pytester"]
 
-_TESTS = """
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.responses import JSONResponse, PlainTextResponse
-from starlette.routing import Route
-from starlette.testclient import TestClient
-
-import cvdiag
-
-
-async def chat(request):
-    async with cvdiag.agent_scope("inner-agent", model_id="gpt-4o-mini"):
-        try:
-            async with cvdiag.llm_call("openai", "gpt-4o-mini") as call:
-                if request.query_params.get("q") == "break":
-                    raise ConnectionError("provider down")
-                call.record(3, finish_reason="stop")
-        except ConnectionError:
-            return JSONResponse({"error": "the model provider failed"}, status_code=502)
-    return PlainTextResponse("hello")
-
-
-app = Starlette(routes=[Route("/chat", chat)], middleware=[Middleware(cvdiag.CvdiagMiddleware, slug="inner")])
-
+_TESTS = (
+    INNER_APP
+    + """
 
 def test_answers(cvdiag_headers):
     assert TestClient(app).get("/chat", headers=cvdiag_headers).text == "hello"
@@ -44,6 +23,7 @@ def test_answers(cvdiag_headers):
 def test_provider_down(cvdiag_headers):
     assert TestClient(app).get("/chat", params={"q": "break"}, headers=cvdiag_headers).status_code == 200
 """
+)
 
 
 def test_the_session_report_names_each_test_and_explains_the_failure(pytester: pytest.Pytester) -> None:

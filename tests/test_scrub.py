@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from repotools import load_tool
 
 from cvdiag.contract import scrubber
 from cvdiag.contract.scrubber import REDACTED, SCAN_LIMIT, is_sensitive_key, scrub, scrub_tree
@@ -17,15 +16,7 @@ from cvdiag.contract.scrubber import REDACTED, SCAN_LIMIT, is_sensitive_key, scr
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_score_tool():
-    spec = importlib.util.spec_from_file_location("score_scrub", ROOT / "tools" / "score_scrub.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("score_scrub", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-score_tool = _load_score_tool()
+score_tool = load_tool("score_scrub")
 CORPUS = score_tool.load()
 
 

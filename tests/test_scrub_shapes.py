@@ -3,27 +3,13 @@ are removed in every context the scrubber handles (spec section 7)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from repotools import load_tool
 
 from cvdiag.contract.scrubber import scrub
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-shapes = _load("secret_shapes")
+shapes = load_tool("secret_shapes")
 WINDOW = 8
 
 

@@ -15,33 +15,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from clientkit import BODY, CHAT, HAPPY, RECORDED, happy, instrumented_fixture  # noqa: F401 (fixture)
 from cvdiag_cli import run
 from emitkit import capture
 from llm_server import DATA, Reply, server_fixture  # noqa: F401 (fixture)
 from serverkit import free_port, wait_until_serving
 
 import cvdiag
-from cvdiag.testing import reset
-
-CHAT = "/v1/chat/completions"
-BODY = {"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-RECORDED = (DATA / "openai_chat_stream.sse").read_bytes()
-HAPPY = ("ok", 200, "stop", 19, 7, 24, 7)
-
-
-@pytest.fixture(autouse=True)
-def instrumented():
-    states = cvdiag.instrument(heartbeat_s=10.0)
-    reset()
-    try:
-        yield states
-    finally:
-        cvdiag.uninstrument()
-
-
-def _happy(env: dict) -> tuple:
-    keys = ("http_status", "finish_reason", "prompt_tokens", "completion_tokens", "output_chars", "chunks")
-    return (env["outcome"], *(env["metadata"].get(k) for k in keys))
 
 
 def _urllib_read(url: str, style: str) -> bytes:
@@ -87,7 +67,7 @@ def test_urllib_every_reading_style_gets_the_bytes_and_one_call(server, style: s
     starts = cap.of("backend.llm.call.start")
     (end,) = cap.llm_responses()
     assert [s["metadata"]["client"] for s in starts] == ["http.client"] == [end["metadata"]["client"]]
-    assert end["test_id"] == "t-urllib" and _happy(end) == HAPPY
+    assert end["test_id"] == "t-urllib" and happy(end) == HAPPY
     assert server.requests[-1][1]["x-test-id"] == "t-urllib"
 
 

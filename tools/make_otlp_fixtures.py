@@ -57,6 +57,13 @@ VERSIONS = (
 _test_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("test_id", default=None)
 
 
+def lookup_order(order_id: str) -> str:
+    """Look up an order's status."""
+    if (_test_id.get() or "").endswith("tool-error"):
+        raise ConnectionError(f"order service refused {order_id}")
+    return "shipped"
+
+
 class TestIdProcessor(SpanProcessor):
     """Tags each span with the test it runs under, as an app's own processor would."""
 
@@ -208,12 +215,7 @@ def langgraph_runs() -> list[Any]:
     instrumentor = LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=PROVIDER)
 
-    @tool
-    def lookup_order(order_id: str) -> str:
-        """Look up an order's status."""
-        if (_test_id.get() or "").endswith("tool-error"):
-            raise ConnectionError(f"order service refused {order_id}")
-        return "shipped"
+    order_tool = tool(lookup_order)
 
     class Verdict(BaseModel):
         shipped: bool
@@ -224,11 +226,11 @@ def langgraph_runs() -> list[Any]:
     async def main() -> None:
         with scenario("langgraph-tool-error"):
             # The tool's error handed back to the model as a ToolMessage, as LangGraph apps often do.
-            tools = ToolNode([lookup_order], handle_tool_errors=True)
+            tools = ToolNode([order_tool], handle_tool_errors=True)
             graph = create_react_agent(llm(calls_then_answers("lookup_order", {"order_id": "A1"})), tools)
             await graph.ainvoke({"messages": [("user", "Where is order A1?")]})
         with scenario("langgraph-loop"):
-            graph = create_react_agent(llm(loops("lookup_order", {"order_id": "A1"})), [lookup_order])
+            graph = create_react_agent(llm(loops("lookup_order", {"order_id": "A1"})), [order_tool])
             with suppress(Exception):
                 await graph.ainvoke({"messages": [("user", "Where is order A1?")]}, {"recursion_limit": 4})
         with scenario("langgraph-output-invalid"):
@@ -256,17 +258,12 @@ def openai_agents_runs() -> list[Any]:
     instrumentor = OpenAIAgentsInstrumentor()
     instrumentor.instrument(tracer_provider=PROVIDER)
 
-    @function_tool
-    def lookup_order(order_id: str) -> str:
-        """Look up an order's status."""
-        if (_test_id.get() or "").endswith("tool-error"):
-            raise ConnectionError(f"order service refused {order_id}")
-        return "shipped"
+    order_tool = function_tool(lookup_order)
 
     def agent(answer: Any) -> Any:
         client = AsyncOpenAI(api_key="sk-standin", http_client=standin(answer), max_retries=0)
         model = OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
-        return Agent(name="orders", instructions="Answer about orders.", model=model, tools=[lookup_order])
+        return Agent(name="orders", instructions="Answer about orders.", model=model, tools=[order_tool])
 
     async def main() -> None:
         with scenario("openai-agents-tool-error"):

@@ -22,15 +22,15 @@ from cvdiag.history.store import (
     RESULT_COLUMNS,
     RESULT_TYPES,
     RUN_COLUMNS,
-    SCHEMA_VERSION,
     HistoryError,
     LastingError,
     MissingExtra,
     Result,
     Run,
-    check_version,
     migrate,
+    must_migrate,
     one_line,
+    recorded_version,
     result_rows,
 )
 
@@ -95,13 +95,12 @@ class DuckStore:
         if not found or not found[0]:
             return None
         row = self.con.execute("SELECT max(version) FROM schema_version").fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
+        return recorded_version(row)
 
     def _schema(self, write: bool) -> None:
         try:
             version = self._version()
-            check_version(version, self.where, write=write)
-            if not write or version == SCHEMA_VERSION:
+            if not must_migrate(version, self.where, write=write):
                 return
             self.con.execute("BEGIN TRANSACTION")
             try:

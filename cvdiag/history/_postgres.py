@@ -17,14 +17,15 @@ from cvdiag.history.store import (
     POSTGRES_INDEXES,
     RESULT_COLUMNS,
     RUN_COLUMNS,
-    SCHEMA_VERSION,
     HistoryError,
     MissingExtra,
     Result,
     Run,
     check_version,
     migrate,
+    must_migrate,
     one_line,
+    recorded_version,
     result_rows,
 )
 
@@ -80,13 +81,12 @@ class PostgresStore:
         if not row or not row[0]:
             return None
         row = self.conn.execute("SELECT max(version) FROM schema_version").fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
+        return recorded_version(row)
 
     def _schema(self, write: bool) -> None:
         try:
             version = self._version()
-            check_version(version, self.where, write=write)
-            if not write or version == SCHEMA_VERSION:
+            if not must_migrate(version, self.where, write=write):
                 return
             with self.conn.transaction():
                 self.conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])

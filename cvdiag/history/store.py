@@ -205,6 +205,17 @@ def check_version(found: int | None, where: str, *, write: bool = True) -> None:
         raise HistoryError(f"{where} holds history schema {found}: record a run with this cvdiag to migrate it")
 
 
+def recorded_version(row: Sequence[Any] | None) -> int:
+    """The schema version of ``SELECT max(version) FROM schema_version``'s row (0: none yet)."""
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def must_migrate(found: int | None, where: str, *, write: bool) -> bool:
+    """``check_version``, then whether the one opening to write has migrations to run."""
+    check_version(found, where, write=write)
+    return write and found != SCHEMA_VERSION
+
+
 def migrate(execute: Callable[[str, Sequence[Any]], Any], version: int, more: Sequence[str] = ()) -> None:
     """Runs the migrations after ``version`` with ``execute(sql, params)`` (``%s``
     parameters), inside the caller's transaction; ``more`` are a backend's own

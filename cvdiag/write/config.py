@@ -6,14 +6,18 @@ Reading settings starts nothing: no thread, no handler. The emitter reads the cu
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import ParamSpec
 
 from cvdiag.contract.schema import Tier
 from cvdiag.write.context import set_default_slug
+
+_P = ParamSpec("_P")
 
 DEFAULT_QUEUE_SIZE = 10_000
 #: Debug disarms itself after this long or this many envelopes (spec section 4).
@@ -221,28 +225,28 @@ def apply_settings(settings: Settings) -> Settings:
     return settings
 
 
-def configure(
-    *,
-    enabled: bool | None = None,
-    tier: str | Tier | None = None,
-    environ: Mapping[str, str] | None = None,
-    stdout: bool | None = None,
-    file: str | os.PathLike[str] | None = None,
-    env: str | None = None,
-    debug_allow_list: str | Iterable[str] | None = None,
-    queue_size: int | None = None,
-    strict: bool | None = None,
-    slug: str | None = None,
-    otlp: bool | None = None,
-    otlp_spans: bool | None = None,
-) -> Settings:
-    """Replace the whole configuration: arguments given win, the rest is read from
-    ``environ`` (default ``os.environ``). ``configure()`` re-reads the environment.
+def _applying(build: Callable[_P, Settings]) -> Callable[_P, Settings]:
+    """``build``'s arguments, its result made active: one argument list for both."""
 
-    Raises ValueError only for an explicit ``tier`` that is not a tier name; the debug
-    guard applies however debug was asked for.
-    """
-    return apply_settings(build_settings(**locals()))
+    def configure(*args: _P.args, **kwargs: _P.kwargs) -> Settings:
+        """Replace the whole configuration: arguments given win, the rest is read from
+        ``environ`` (default ``os.environ``). ``configure()`` re-reads the environment.
+
+        Takes ``build_settings``' arguments. Raises ValueError only for an explicit ``tier``
+        that is not a tier name; the debug guard applies however debug was asked for.
+        """
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:  # named for the call the user made, not the one behind it
+            raise TypeError(f"configure(): {exc}") from None
+        return apply_settings(build(*args, **kwargs))
+
+    signature = inspect.signature(build)
+    configure.__signature__ = signature  # type: ignore[attr-defined]
+    return configure
+
+
+configure = _applying(build_settings)
 
 
 def count_debug_envelope() -> None:

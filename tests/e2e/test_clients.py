@@ -109,20 +109,23 @@ def deltas(body: str) -> str:
     return "".join(out)
 
 
-def assert_from_the_client(app: ClientServer, events: list[dict]) -> None:
+def client_calls(app: ClientServer, test_id: str) -> list[dict]:
+    """The test's LLM call ends, once every ``backend.llm.call.*`` line of it is checked to
+    come from the app's client over HTTP."""
+    events, ends = app.llm_envelopes(test_id)
     calls = [e for e in events if e["boundary"] in ("backend.llm.call.start", "backend.llm.call.response")]
     assert calls, "no backend.llm.call.* line at all"
     for e in calls:
         meta = e["metadata"]
         assert (meta["source"], meta["provider"], meta["client"]) == ("http", app.spec.provider, app.spec.client)
+    return ends
 
 
 def test_happy_stream_is_one_ok_call_with_its_facts(http, app, cvdiag_test_id) -> None:
     response = http.get("/chat", params={"q": "where is my parcel?"})
 
     assert response.status_code == 200 and deltas(response.text) == HAPPY
-    events, (llm,) = app.llm_envelopes(cvdiag_test_id)
-    assert_from_the_client(app, events)
+    (llm,) = client_calls(app, cvdiag_test_id)
     meta = llm["metadata"]
     assert (llm["outcome"], meta["http_status"], meta["attempt"], meta["stream"]) == ("ok", 200, 0, True)
     assert meta["output_chars"] == len(HAPPY)
@@ -139,8 +142,7 @@ def test_provider_500_on_every_attempt_is_an_llm_error(http, app, cvdiag_test_id
     response = http.get("/chat", params={"q": "the provider is down"})
 
     assert response.status_code == 502
-    events, calls = app.llm_envelopes(cvdiag_test_id)
-    assert_from_the_client(app, events)
+    calls = client_calls(app, cvdiag_test_id)
     assert [c["metadata"]["attempt"] for c in calls] == list(range(RETRIES + 1))
     assert {(c["outcome"], c["metadata"]["http_status"]) for c in calls} == {("err", 500)}
     verdict = app.diagnose(cvdiag_test_id)
@@ -152,8 +154,7 @@ def test_provider_500_then_success_is_ok_with_both_attempts(http, app, cvdiag_te
     response = http.get("/chat", params={"q": "a flaky provider"})
 
     assert response.status_code == 200 and deltas(response.text) == "Answered on the second try."
-    events, calls = app.llm_envelopes(cvdiag_test_id)
-    assert_from_the_client(app, events)
+    calls = client_calls(app, cvdiag_test_id)
     got = [(c["metadata"]["attempt"], c["outcome"], c["metadata"]["http_status"]) for c in calls]
     assert got == [(0, "err", 500), (1, "ok", 200)]
     assert app.diagnose(cvdiag_test_id)["class"] == "ok"
@@ -163,8 +164,7 @@ def test_provider_429_is_an_llm_error_with_its_retry_after(http, app, cvdiag_tes
     response = http.get("/chat", params={"q": "too many requests"})
 
     assert response.status_code == 429
-    events, calls = app.llm_envelopes(cvdiag_test_id)
-    assert_from_the_client(app, events)
+    calls = client_calls(app, cvdiag_test_id)
     assert [c["metadata"]["attempt"] for c in calls] == list(range(RETRIES + 1))
     assert {(c["outcome"], c["metadata"]["http_status"], c["metadata"]["retry_after_ms"]) for c in calls} == {
         ("err", 429, 1000)
@@ -177,8 +177,7 @@ def test_stream_cut_by_the_provider_is_an_llm_error(http, app, cvdiag_test_id) -
     response = http.get("/chat", params={"q": "the provider cuts me off"})
 
     assert response.status_code == 200 and deltas(response.text).endswith("<error>")
-    events, (llm,) = app.llm_envelopes(cvdiag_test_id)
-    assert_from_the_client(app, events)
+    (llm,) = client_calls(app, cvdiag_test_id)
     assert (llm["outcome"], llm["metadata"]["http_status"]) == ("err", 200)
     assert llm["metadata"]["output_chars"] > 0 and llm["metadata"]["finish_reason"] is None
     assert app.diagnose(cvdiag_test_id)["class"] == "llm-error"
@@ -188,10 +187,9 @@ def test_slow_first_token_beats_and_is_llm_slow(http, app, cvdiag_test_id) -> No
     response = http.get("/chat", params={"q": "take your time"})
 
     assert deltas(response.text) == "A slow answer, but a whole one."
-    events, (llm,) = app.llm_envelopes(cvdiag_test_id)
-    assert_from_the_client(app, events)
+    (llm,) = client_calls(app, cvdiag_test_id)
     assert llm["outcome"] == "ok" and llm["metadata"]["ttft_ms"] >= SLOW_TTFT_MS
-    assert [e for e in events if e["boundary"] == "backend.llm.call.heartbeat"]
+    assert [e for e in app.server.envelopes(cvdiag_test_id) if e["boundary"] == "backend.llm.call.heartbeat"]
     assert app.diagnose(cvdiag_test_id, "--slow-s", SLOW_THRESHOLD_S)["class"] == "llm-slow"
 
 
@@ -199,8 +197,7 @@ def test_empty_completion_is_provider_empty(http, app, cvdiag_test_id) -> None:
     response = http.get("/chat", params={"q": "say nothing"})
 
     assert deltas(response.text) == ""
-    events, calls = app.llm_envelopes(cvdiag_test_id)
-    assert_from_the_client(app, events)
+    calls = client_calls(app, cvdiag_test_id)
     assert calls and all((c["outcome"], c["metadata"]["output_chars"]) == ("ok", 0) for c in calls)
     assert app.diagnose(cvdiag_test_id)["class"] == "provider-empty"
 
@@ -210,8 +207,7 @@ def test_client_hanging_up_cancels_the_call(http, app, cvdiag_test_id) -> None:
         assert response.status_code == 200
         assert next(response.iter_lines()).startswith("data: ")
 
-    events, (llm,) = app.llm_envelopes(cvdiag_test_id)
-    assert_from_the_client(app, events)
+    (llm,) = client_calls(app, cvdiag_test_id)
     assert (llm["outcome"], llm["metadata"]["error_class"]) == ("timeout", "CancelledError")
     assert llm["metadata"]["output_chars"] > 0
     verdict = app.diagnose(cvdiag_test_id)

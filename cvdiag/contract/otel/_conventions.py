@@ -59,28 +59,39 @@ class Family:
         object.__setattr__(self, "by_field", MappingProxyType({k: tuple(v) for k, v in grouped.items()}))
 
 
-def _table(source: str, *rows: tuple[str, str]) -> tuple[Attr, ...]:
-    return tuple(Attr(f, key, source) for f, key in rows)
+def _table(source: str, rows: str) -> tuple[Attr, ...]:
+    """The attributes of ``rows``, one a line: the field it fills, then the key (``#`` starts
+    a note). A table is data: a family's rows read as the spec lists them."""
+    pairs = (line.partition("#")[0].split() for line in rows.splitlines())
+    return tuple(Attr(name, key, source) for name, key in (p for p in pairs if p))
 
 
 # Attributes every family may carry, defined by the general conventions.
 _COMMON = (
-    *_table(ERROR_SPEC, ("error_type", "error.type")),
-    *_table(HTTP_SPEC, ("http_status", "http.response.status_code"), ("http_status", "http.status_code")),
+    *_table(ERROR_SPEC, "error_type error.type"),
+    *_table(
+        HTTP_SPEC,
+        """
+            http_status  http.response.status_code
+            http_status  http.status_code
+        """,
+    ),
 )
 
 _GENAI_LLM = _table(
     GENAI_SPEC,
-    ("provider", "gen_ai.provider.name"),
-    ("provider", "gen_ai.system"),  # deprecated name, still written by many
-    ("model", "gen_ai.response.model"),
-    ("model", "gen_ai.request.model"),
-    ("prompt_tokens", "gen_ai.usage.input_tokens"),
-    ("prompt_tokens", "gen_ai.usage.prompt_tokens"),  # deprecated name
-    ("completion_tokens", "gen_ai.usage.output_tokens"),
-    ("completion_tokens", "gen_ai.usage.completion_tokens"),  # deprecated name
-    ("finish_reason", "gen_ai.response.finish_reasons"),
-    ("stream", "gen_ai.request.stream"),
+    """
+        provider           gen_ai.provider.name
+        provider           gen_ai.system  # deprecated name, still written by many
+        model              gen_ai.response.model
+        model              gen_ai.request.model
+        prompt_tokens      gen_ai.usage.input_tokens
+        prompt_tokens      gen_ai.usage.prompt_tokens  # deprecated name
+        completion_tokens  gen_ai.usage.output_tokens
+        completion_tokens  gen_ai.usage.completion_tokens  # deprecated name
+        finish_reason      gen_ai.response.finish_reasons
+        stream             gen_ai.request.stream
+    """,
 )
 
 #: GenAI semantic conventions: ``chat``, ``execute_tool``, ``invoke_agent`` (pydantic-ai
@@ -112,14 +123,22 @@ GENAI = Family(
         *_GENAI_LLM,
         *_table(
             GENAI_SPEC,
-            ("tool_name", "gen_ai.tool.name"),
-            ("call_id", "gen_ai.tool.call.id"),
-            ("tool_type", "gen_ai.tool.type"),
-            ("result", "gen_ai.tool.call.result"),  # measured, never copied
-            ("agent_name", "gen_ai.agent.name"),
-            ("agent_name", "gen_ai.workflow.name"),
+            """
+                tool_name   gen_ai.tool.name
+                call_id     gen_ai.tool.call.id
+                tool_type   gen_ai.tool.type
+                result      gen_ai.tool.call.result  # measured, never copied
+                agent_name  gen_ai.agent.name
+                agent_name  gen_ai.workflow.name
+            """,
         ),
-        *_table(GENAI_MCP_SPEC, ("mcp_method", "mcp.method.name"), ("server", "server.address")),
+        *_table(
+            GENAI_MCP_SPEC,
+            """
+                mcp_method  mcp.method.name
+                server      server.address
+            """,
+        ),
         *_COMMON,
     ),
 )
@@ -135,18 +154,20 @@ OPENINFERENCE = Family(
     attrs=(
         *_table(
             OPENINFERENCE_SPEC,
-            ("tool_name", "tool.name"),
-            ("call_id", "tool.id"),
-            ("result", "output.value"),  # measured on TOOL spans, never copied
-            ("agent_name", "agent.name"),
-            ("provider", "llm.provider"),
-            ("provider", "llm.system"),
-            ("model", "llm.response.model_name"),
-            ("model", "llm.model_name"),
-            ("model", "llm.request.model_name"),
-            ("prompt_tokens", "llm.token_count.prompt"),
-            ("completion_tokens", "llm.token_count.completion"),
-            ("finish_reason", "llm.finish_reason"),
+            """
+                tool_name          tool.name
+                call_id            tool.id
+                result             output.value  # measured on TOOL spans, never copied
+                agent_name         agent.name
+                provider           llm.provider
+                provider           llm.system
+                model              llm.response.model_name
+                model              llm.model_name
+                model              llm.request.model_name
+                prompt_tokens      llm.token_count.prompt
+                completion_tokens  llm.token_count.completion
+                finish_reason      llm.finish_reason
+            """,
         ),
         *_COMMON,
     ),
@@ -164,14 +185,16 @@ OPENLLMETRY = Family(
         *_GENAI_LLM,  # OpenLLMetry writes the GenAI names for LLM calls
         *_table(
             OPENLLMETRY_SPEC,
-            ("llm_request_type", "llm.request.type"),
-            ("tool_name", "traceloop.entity.name"),
-            ("agent_name", "traceloop.entity.name"),
-            ("result", "traceloop.entity.output"),  # measured on tool spans, never copied
-            ("stream", "llm.is_streaming"),
-            ("stream", "gen_ai.is_streaming"),
-            ("finish_reason", "llm.response.finish_reason"),
-            ("finish_reason", "gen_ai.response.finish_reason"),
+            """
+                llm_request_type  llm.request.type
+                tool_name         traceloop.entity.name
+                agent_name        traceloop.entity.name
+                result            traceloop.entity.output  # measured on tool spans, never copied
+                stream            llm.is_streaming
+                stream            gen_ai.is_streaming
+                finish_reason     llm.response.finish_reason
+                finish_reason     gen_ai.response.finish_reason
+            """,
         ),
         *_COMMON,
     ),
@@ -190,11 +213,13 @@ PYDANTIC_AI_V2 = Family(
         *_GENAI_LLM,
         *_table(
             PYDANTIC_AI,
-            ("tool_name", "gen_ai.tool.name"),
-            ("call_id", "gen_ai.tool.call.id"),
-            ("result", "tool_response"),
-            ("agent_name", "agent_name"),
-            ("agent_name", "gen_ai.agent.name"),
+            """
+                tool_name   gen_ai.tool.name
+                call_id     gen_ai.tool.call.id
+                result      tool_response
+                agent_name  agent_name
+                agent_name  gen_ai.agent.name
+            """,
         ),
         *_COMMON,
     ),
@@ -205,13 +230,15 @@ PYDANTIC_AI_V2 = Family(
 #: failed validation of a tool's arguments or of the output).
 PYDANTIC_AI_RETRY = _table(
     PYDANTIC_AI,
-    ("tool_retry_cause", "pydantic_ai.tool.retry.cause"),
-    ("tool_retry_attempt", "pydantic_ai.tool.retry.attempt"),
-    ("tool_retry_max", "pydantic_ai.tool.retry.max_retries"),
-    ("output_retry_cause", "pydantic_ai.output.retry.cause"),
-    ("output_retry_attempt", "pydantic_ai.output.retry.attempt"),
-    ("output_retry_max", "pydantic_ai.output.retry.max_retries"),
-    ("failure_stage", "pydantic_ai.tool.failure_stage"),
+    """
+        tool_retry_cause      pydantic_ai.tool.retry.cause
+        tool_retry_attempt    pydantic_ai.tool.retry.attempt
+        tool_retry_max        pydantic_ai.tool.retry.max_retries
+        output_retry_cause    pydantic_ai.output.retry.cause
+        output_retry_attempt  pydantic_ai.output.retry.attempt
+        output_retry_max      pydantic_ai.output.retry.max_retries
+        failure_stage         pydantic_ai.tool.failure_stage
+    """,
 )
 
 #: An HTTP server's span (any language's HTTP instrumentation): the request's terminal.
