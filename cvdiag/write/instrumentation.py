@@ -18,6 +18,7 @@ import importlib.util
 import os
 import sys
 import threading
+from collections.abc import Callable
 
 from cvdiag.write import hooks
 from cvdiag.write.hooks import Hook
@@ -54,6 +55,17 @@ def _capture(name: str) -> object | None:
     return sys.modules.get(f"cvdiag.write.{name}")
 
 
+def _uninstall_of(capture: str) -> Callable[[], None]:
+    """The undo of a capture module's hook: its ``uninstall``, if it was ever imported."""
+
+    def uninstall() -> None:
+        module = _capture(capture)
+        if module is not None:
+            module.uninstall()  # type: ignore[attr-defined]
+
+    return uninstall
+
+
 def _install_httpx() -> None:
     instrument_httpx(llm=_asked.llm, heartbeat_s=_asked.heartbeat_s)
 
@@ -64,34 +76,16 @@ def _install_aiohttp() -> None:
     _aiohttp_capture.install(llm=_asked.llm)
 
 
-def _uninstall_aiohttp() -> None:
-    module = _capture("_aiohttp_capture")
-    if module is not None:
-        module.uninstall()  # type: ignore[attr-defined]
-
-
 def _install_urllib3() -> None:
     from cvdiag.write import _urllib3_capture
 
     _urllib3_capture.install(llm=_asked.llm, bedrock=_asked.bedrock)
 
 
-def _uninstall_urllib3() -> None:
-    module = _capture("_urllib3_capture")
-    if module is not None:
-        module.uninstall()  # type: ignore[attr-defined]
-
-
 def _install_http_client() -> None:
     from cvdiag.write import _httpclient_capture
 
     _httpclient_capture.install(llm=_asked.llm)
-
-
-def _uninstall_http_client() -> None:
-    module = _capture("_httpclient_capture")
-    if module is not None:
-        module.uninstall()  # type: ignore[attr-defined]
 
 
 def _nothing() -> None:
@@ -125,10 +119,10 @@ HOOKS: dict[str, Hook] = {
     hook.name: hook
     for hook in (
         Hook("httpx", "httpx", _install_httpx, uninstrument_httpx, "httpx", ">=0.23,<1"),
-        Hook("aiohttp", "aiohttp", _install_aiohttp, _uninstall_aiohttp, "aiohttp", ">=3.8,<4"),
-        Hook("urllib3", "urllib3", _install_urllib3, _uninstall_urllib3, "urllib3", ">=2.2,<3"),
+        Hook("aiohttp", "aiohttp", _install_aiohttp, _uninstall_of("_aiohttp_capture"), "aiohttp", ">=3.8,<4"),
+        Hook("urllib3", "urllib3", _install_urllib3, _uninstall_of("_urllib3_capture"), "urllib3", ">=2.2,<3"),
         Hook("botocore", "botocore", _nothing, _nothing, "botocore", ">=1.31,<2"),
-        Hook("http.client", "http.client", _install_http_client, _uninstall_http_client),
+        Hook("http.client", "http.client", _install_http_client, _uninstall_of("_httpclient_capture")),
         Hook("otel", "opentelemetry.trace", _install_otel, _stop_reading_spans, "opentelemetry-sdk", ">=1.20,<2"),
         Hook("openai-agents", "agents", _install_agents, _stop_reading_spans, "openai-agents", ">=0.1,<1"),
     )

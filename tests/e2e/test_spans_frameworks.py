@@ -141,20 +141,20 @@ def test_the_framework_limit_is_named_with_its_value(ask, framework) -> None:
 # -- an output that failed validation --------------------------------------------------------------------
 
 
+def _the_failed_output(run) -> dict:
+    """The one output line of a run, invalid, from spans: its metadata."""
+    (output,) = run.lines("backend.agent.output")
+    assert (output["outcome"], output["metadata"]["valid"], output["metadata"]["source"]) == ("err", False, "otel")
+    return output["metadata"]
+
+
 def test_an_output_that_never_validated_is_invalid_from_its_span(ask) -> None:
     """pydantic-ai retries its output tool until its retries run out."""
     run = ask("pydantic-ai", "report on order R-5", route="/chat/report")
 
     assert run.sse_error == "UnexpectedModelBehavior"
-    (output,) = run.lines("backend.agent.output")
-    meta = output["metadata"]
-    assert (output["outcome"], meta["valid"], meta["source"], meta["error_class"]) == (
-        "err",
-        False,
-        "otel",
-        "UnexpectedModelBehavior",
-    )
-    assert meta["attempts"] == 2
+    meta = _the_failed_output(run)
+    assert (meta["error_class"], meta["attempts"]) == ("UnexpectedModelBehavior", 2)
     assert run.diagnose()["class"] == "output-invalid"
 
 
@@ -163,15 +163,12 @@ def test_a_structured_output_that_failed_its_schema_is_invalid_from_its_span(ask
     run = ask("langgraph", "report on order R-6", route="/chat/report")
 
     assert run.sse_error == "OutputParserException"
-    (output,) = run.lines("backend.agent.output")  # the parser's; the sequence around it only passed it on
-    meta = output["metadata"]
-    assert (output["outcome"], meta["valid"], meta["source"], meta["schema_name"]) == (
-        "err",
-        False,
-        "otel",
+    meta = _the_failed_output(run)  # the parser's; the sequence around it only passed it on
+    assert (meta["schema_name"], meta["agent_name"], meta["error_class"]) == (
         "OrderReport",
+        "PydanticOutputParser",
+        "OutputParserException",
     )
-    assert (meta["agent_name"], meta["error_class"]) == ("PydanticOutputParser", "OutputParserException")
     verdict = run.diagnose()
     assert verdict["class"] == "output-invalid"
     assert "OrderReport" in verdict["reason"]
