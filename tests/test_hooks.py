@@ -61,7 +61,7 @@ import cvdiag
 from cvdiag.write import instrumentation, _urllib3_capture
 instrumentation.HOOKS["botocore"] = dataclasses.replace(instrumentation.HOOKS["botocore"], supported="<1")
 states = cvdiag.instrument()
-print(states["botocore"], states["urllib3"], _urllib3_capture.state.bedrock)
+print(states["botocore"], states["urllib3"], _urllib3_capture.reading.bedrock)
 """
     )
     assert out == "unsupported version on False"

@@ -33,7 +33,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from cvdiag.write import _llm_capture
-from cvdiag.write._outgoing import Outgoing, as_bytes, missing_headers
+from cvdiag.write._outgoing import Outgoing, Reading, as_bytes, missing_headers
 from cvdiag.write.emitter import note_internal_error
 from cvdiag.write.hooks import Patch
 
@@ -48,7 +48,8 @@ _watching: dict[int, Any] = {}
 
 def install(*, llm: bool) -> bool:
     """Wrap ``ClientSession._request`` (once); True when this call wrapped it."""
-    return state.install(llm=llm)
+    reading.llm = llm
+    return state.install()
 
 
 def uninstall() -> None:
@@ -67,7 +68,7 @@ async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> An
             merged = CIMultiDict(headers or ())
             merged.extend(extra)
             kwargs["headers"] = merged
-        if state.llm:
+        if reading.llm:
             exchange = _begin(self, method, str_or_url, kwargs)
     except Exception:
         note_internal_error()
@@ -90,6 +91,7 @@ async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> An
 
 
 state = Patch(ClientSession, "_request", _request)
+reading = Reading()
 
 
 def _names(headers: Any, defaults: Any) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cvdiag.write import _llm_capture
-from cvdiag.write._outgoing import Outgoing, as_bytes, missing_headers
+from cvdiag.write._outgoing import Outgoing, Reading, as_bytes, missing_headers
 from cvdiag.write.emitter import note_internal_error
 from cvdiag.write.hooks import Patch
 
@@ -37,8 +37,9 @@ _DEPTH = "_cvdiag_depth"
 
 def install(*, llm: bool) -> bool:
     """Wrap ``HTTPConnection.request`` and ``getresponse`` (once); True when this call wrapped them."""
-    wrapped = sending.install(llm=llm)
-    answering.install(llm=llm)
+    reading.llm = llm
+    wrapped = sending.install()
+    answering.install()
     return wrapped
 
 
@@ -57,7 +58,7 @@ def _request(self: Any, method: str, url: str, body: Any = None, headers: Any = 
         extra = missing_headers(headers)
         if extra:
             headers = {**headers, **extra}  # a copy: the caller's mapping is never changed
-        if sending.llm:
+        if reading.llm:
             exchange = _begin(self, method, url, body, headers)
     except Exception:
         note_internal_error()
@@ -89,6 +90,7 @@ def _getresponse(self: Any) -> Any:
 
 
 answering = Patch(http.client.HTTPConnection, "getresponse", _getresponse)
+reading = Reading()
 
 
 def _begin(conn: Any, method: str, url: str, body: Any, headers: Any) -> Any:

@@ -14,7 +14,18 @@ from typing import Any, NamedTuple
 
 from cvdiag.write.propagation import outbound_headers
 
-__all__ = ["Outgoing", "missing_headers"]
+__all__ = ["Outgoing", "Reading", "missing_headers"]
+
+
+class Reading:
+    """What a client's hook reads on every call: whether LLM calls are recognised
+    (``llm``) and Bedrock's routes read (``bedrock``); set by its ``install``."""
+
+    __slots__ = ("bedrock", "llm")
+
+    def __init__(self) -> None:
+        self.llm = False
+        self.bedrock = True
 
 
 class _URL(NamedTuple):

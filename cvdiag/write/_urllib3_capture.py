@@ -31,7 +31,7 @@ from urllib3.util.url import parse_url
 
 from cvdiag.write import _bedrock, _llm_capture
 from cvdiag.write._errors import CANCELLED
-from cvdiag.write._outgoing import Outgoing, as_bytes, missing_headers
+from cvdiag.write._outgoing import Outgoing, Reading, as_bytes, missing_headers
 from cvdiag.write.emitter import note_internal_error
 from cvdiag.write.hooks import Patch
 
@@ -50,7 +50,8 @@ _inside = threading.local()
 
 def install(*, llm: bool, bedrock: bool) -> bool:
     """Wrap ``HTTPConnectionPool.urlopen`` (once); True when this call wrapped it."""
-    return state.install(llm=llm, bedrock=bedrock)
+    reading.llm, reading.bedrock = llm, bedrock
+    return state.install()
 
 
 def uninstall() -> None:
@@ -71,7 +72,7 @@ def _urlopen(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any
                 args = (args[0], headers, *args[2:])
             else:
                 kwargs["headers"] = headers
-        if state.llm:
+        if reading.llm:
             exchange, operation = _begin(self, method, url, body, headers)
     except Exception:
         note_internal_error()
@@ -91,6 +92,7 @@ def _urlopen(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any
 
 
 state = Patch(HTTPConnectionPool, "urlopen", _urlopen)
+reading = Reading()
 
 
 def _body_and_headers(pool: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any]:
@@ -124,7 +126,7 @@ def _begin(pool: Any, method: str, url: str, body: Any, headers: Any) -> tuple[A
     get = headers.get if headers is not None else (lambda name, default=None: default)
     route = operation = None
     request_headers: Any = headers if headers is not None else {}
-    if state.bedrock:
+    if reading.bedrock:
         found = _bedrock.recognise_bedrock(method, path)
         if found is not None:
             route, operation = found

@@ -219,22 +219,19 @@ class Patch:
     theirs, and ours then passes through, ``on`` being False).
 
     ``wrapper`` is used as it is and reads ``original`` on every call; or ``around``
-    makes the wrapper from the original when it is installed. The wrapper of a client
-    also reads ``llm`` (LLM calls recognised) and ``bedrock`` (Bedrock routes read).
+    makes the wrapper from the original when it is installed.
     """
 
-    __slots__ = ("around", "attr", "bedrock", "llm", "on", "original", "owner", "wrapper")
+    __slots__ = ("around", "attr", "on", "original", "owner", "wrapper")
 
     def __init__(self, owner: Any, attr: str, wrapper: Any = None, *, around: Callable[[Any], Any] | None = None):
         self.owner, self.attr, self.wrapper, self.around = owner, attr, wrapper, around
-        self.on = self.llm = False
-        self.bedrock = True
+        self.on = False
         self.original: Any = owner.__dict__.get(attr)
 
-    def install(self, *, llm: bool = False, bedrock: bool = True) -> bool:
+    def install(self) -> bool:
         """Wrap the attribute (once); True when this call wrapped it. LookupError when
         the library has no such attribute (a version whose internals moved)."""
-        self.llm, self.bedrock = llm, bedrock
         current = self.owner.__dict__.get(self.attr)
         if current is None:
             raise LookupError(f"{getattr(self.owner, '__name__', self.owner)!r} has no {self.attr!r}")
